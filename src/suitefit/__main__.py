@@ -1,0 +1,3 @@
+from suitefit.cli import main
+
+main()

@@ -1,0 +1,467 @@
+"""The history: one SQLite file (WAL) of runs and everything measured in them.
+
+Every process of a run (the controller and each xdist worker) opens its own
+connection and writes its own rows; primary keys make a repeated write replace,
+never duplicate. Schema changes bump ``SCHEMA_VERSION`` and add a migration.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any, TypeVar
+
+from suitefit.errors import SuitefitError
+
+SCHEMA_VERSION = 1
+BUSY_TIMEOUT_S = 10.0
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    kind TEXT NOT NULL,
+    status TEXT NOT NULL,
+    exit_code INTEGER,
+    started REAL NOT NULL,
+    finished REAL,
+    wall_s REAL,
+    cpu_s REAL,
+    argv TEXT NOT NULL DEFAULT '[]',
+    cwd TEXT NOT NULL DEFAULT '',
+    rootdir TEXT NOT NULL DEFAULT '',
+    workers INTEGER NOT NULL DEFAULT 0,
+    collected INTEGER,
+    passed INTEGER, failed INTEGER, skipped INTEGER, errors INTEGER,
+    peak_rss_mb REAL, peak_pss_mb REAL, peak_procs INTEGER,
+    threshold_mb REAL, secs_above REAL, budget_mb REAL,
+    python TEXT, pytest_version TEXT, xdist_version TEXT, host TEXT,
+    plan TEXT, meta TEXT NOT NULL DEFAULT '{}'
+);
+CREATE TABLE IF NOT EXISTS workers (
+    run_id INTEGER NOT NULL REFERENCES runs(id),
+    worker TEXT NOT NULL,
+    pid INTEGER,
+    started REAL, first_test REAL,
+    startup_s REAL, baseline_mb REAL, peak_rss_mb REAL,
+    tests INTEGER NOT NULL DEFAULT 0,
+    status TEXT NOT NULL DEFAULT 'ok',
+    detail TEXT,
+    PRIMARY KEY (run_id, worker)
+);
+CREATE TABLE IF NOT EXISTS tests (
+    run_id INTEGER NOT NULL REFERENCES runs(id),
+    nodeid TEXT NOT NULL,
+    file TEXT NOT NULL,
+    worker TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    started REAL NOT NULL,
+    setup_s REAL NOT NULL DEFAULT 0, call_s REAL NOT NULL DEFAULT 0, teardown_s REAL NOT NULL DEFAULT 0,
+    wall_s REAL NOT NULL, cpu_s REAL NOT NULL,
+    outcome TEXT NOT NULL,
+    PRIMARY KEY (run_id, nodeid)
+);
+CREATE INDEX IF NOT EXISTS tests_by_file ON tests(run_id, file);
+CREATE TABLE IF NOT EXISTS files (
+    run_id INTEGER NOT NULL REFERENCES runs(id),
+    path TEXT NOT NULL,
+    worker TEXT NOT NULL,
+    started REAL NOT NULL, finished REAL NOT NULL,
+    wall_s REAL NOT NULL, cpu_s REAL NOT NULL,
+    tests INTEGER NOT NULL,
+    baseline_mb REAL NOT NULL, peak_mb REAL NOT NULL, peak_abs_mb REAL NOT NULL,
+    PRIMARY KEY (run_id, path, worker)
+);
+CREATE TABLE IF NOT EXISTS fixtures (
+    run_id INTEGER NOT NULL REFERENCES runs(id),
+    worker TEXT NOT NULL,
+    name TEXT NOT NULL,
+    scope TEXT NOT NULL,
+    baseid TEXT NOT NULL DEFAULT '',
+    setup_s REAL NOT NULL, teardown_s REAL,
+    procs INTEGER NOT NULL DEFAULT 0, mb REAL NOT NULL DEFAULT 0,
+    PRIMARY KEY (run_id, worker, name, baseid)
+);
+CREATE TABLE IF NOT EXISTS fixture_files (
+    run_id INTEGER NOT NULL REFERENCES runs(id),
+    name TEXT NOT NULL,
+    file TEXT NOT NULL,
+    PRIMARY KEY (run_id, name, file)
+);
+CREATE TABLE IF NOT EXISTS samples (
+    run_id INTEGER NOT NULL REFERENCES runs(id),
+    t REAL NOT NULL,
+    rss_mb REAL NOT NULL, pss_mb REAL, procs INTEGER NOT NULL,
+    PRIMARY KEY (run_id, t)
+);
+CREATE TABLE IF NOT EXISTS events (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id INTEGER NOT NULL REFERENCES runs(id),
+    t REAL NOT NULL,
+    kind TEXT NOT NULL,
+    worker TEXT,
+    nodeid TEXT,
+    detail TEXT NOT NULL DEFAULT '{}'
+);
+CREATE INDEX IF NOT EXISTS events_by_run ON events(run_id, kind);
+"""
+
+
+@dataclass
+class RunRecord:
+    id: int
+    kind: str  # "pytest" (plain --suitefit), "profile", "run", "sweep", "shard", ...
+    status: str  # running, passed, failed, interrupted, no-tests, collect-error, crashed, error
+    exit_code: int | None
+    started: float
+    finished: float | None
+    wall_s: float | None
+    cpu_s: float | None
+    argv: str
+    cwd: str
+    rootdir: str
+    workers: int
+    collected: int | None
+    passed: int | None
+    failed: int | None
+    skipped: int | None
+    errors: int | None
+    peak_rss_mb: float | None
+    peak_pss_mb: float | None
+    peak_procs: int | None
+    threshold_mb: float | None
+    secs_above: float | None
+    budget_mb: float | None
+    python: str | None
+    pytest_version: str | None
+    xdist_version: str | None
+    host: str | None
+    plan: str | None
+    meta: str
+
+    @property
+    def meta_dict(self) -> dict[str, Any]:
+        return dict(json.loads(self.meta or "{}"))
+
+    @property
+    def plan_dict(self) -> dict[str, Any] | None:
+        return json.loads(self.plan) if self.plan else None
+
+
+@dataclass
+class WorkerRecord:
+    run_id: int
+    worker: str  # "gw0".. under xdist, "main" without
+    pid: int | None
+    started: float | None  # process start (epoch)
+    first_test: float | None
+    startup_s: float | None  # process start to first test: interpreter, imports, collection
+    baseline_mb: float | None  # the worker's tree RSS just before its first test
+    peak_rss_mb: float | None
+    tests: int = 0
+    status: str = "ok"  # ok, died
+    detail: str | None = None
+
+
+@dataclass
+class TestRecord:
+    run_id: int
+    nodeid: str
+    file: str
+    worker: str
+    seq: int  # order within its worker process
+    started: float
+    setup_s: float
+    call_s: float
+    teardown_s: float
+    wall_s: float
+    cpu_s: float
+    outcome: str
+
+
+@dataclass
+class FileRecord:
+    run_id: int
+    path: str
+    worker: str
+    started: float
+    finished: float
+    wall_s: float
+    cpu_s: float
+    tests: int
+    baseline_mb: float  # worker tree RSS just before the file started
+    peak_mb: float  # peak above that baseline
+    peak_abs_mb: float
+
+
+@dataclass
+class FixtureRecord:
+    run_id: int
+    worker: str
+    name: str
+    scope: str
+    baseid: str
+    setup_s: float
+    teardown_s: float | None
+    procs: int
+    mb: float
+
+
+@dataclass
+class SampleRecord:
+    run_id: int
+    t: float  # seconds since the run started
+    rss_mb: float
+    pss_mb: float | None
+    procs: int
+
+
+@dataclass
+class EventRecord:
+    id: int | None
+    run_id: int
+    t: float
+    kind: str
+    worker: str | None
+    nodeid: str | None
+    detail: str
+
+    @property
+    def detail_dict(self) -> dict[str, Any]:
+        return dict(json.loads(self.detail or "{}"))
+
+
+R = TypeVar("R")
+
+
+def _cols(cls: type) -> list[str]:
+    return [f.name for f in fields(cls)]
+
+
+class History:
+    """A connection to one history file. Cheap to open; open one per process."""
+
+    def __init__(self, path: Path | str, *, create: bool = True) -> None:
+        self.path = Path(path)
+        if not create and not self.path.exists():
+            raise SuitefitError(f"no history at {self.path}: run `suitefit profile` first")
+        try:
+            if create:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise SuitefitError(f"cannot create history folder {self.path.parent}: {e.strerror}") from None
+        try:
+            self._db = sqlite3.connect(
+                str(self.path), timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
+            )
+            self._db.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+            mode = self._db.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            if str(mode).lower() != "wal":
+                raise SuitefitError(f"history {self.path}: cannot switch to WAL mode (got {mode})")
+            self._db.execute("PRAGMA synchronous = NORMAL")
+            self._migrate()
+        except sqlite3.Error as e:
+            raise self._explain(e) from None
+
+    # -- plumbing -------------------------------------------------------------------------
+
+    def _explain(self, e: sqlite3.Error) -> SuitefitError:
+        msg = str(e)
+        if "locked" in msg or "busy" in msg:
+            return SuitefitError(
+                f"history {self.path} is locked by another process (waited {BUSY_TIMEOUT_S:.0f} s)", 3
+            )
+        if "not a database" in msg or "malformed" in msg or "corrupt" in msg:
+            return SuitefitError(
+                f"history {self.path} is corrupt ({msg}); move it aside to start a new one", 3
+            )
+        if "readonly" in msg or "unable to open" in msg or "disk I/O" in msg:
+            return SuitefitError(f"history {self.path} is not writable ({msg})", 3)
+        return SuitefitError(f"history {self.path}: {msg}", 3)
+
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        try:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+        except sqlite3.Error as e:
+            raise self._explain(e) from None
+
+    def _migrate(self) -> None:
+        version = self._db.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            raise SuitefitError(
+                f"history {self.path} has schema {version}, newer than this suitefit's "
+                f"{SCHEMA_VERSION}: upgrade suitefit"
+            )
+        if version == SCHEMA_VERSION:
+            return
+        with self._tx() as db:
+            for stmt in _SCHEMA.split(";"):
+                if stmt.strip():
+                    db.execute(stmt)
+            db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+    def close(self) -> None:
+        self._db.close()
+
+    def __enter__(self) -> History:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _insert(self, table: str, rows: Sequence[Any], *, replace: bool = True) -> None:
+        if not rows:
+            return
+        cols = [c for c in _cols(type(rows[0])) if not (c == "id" and getattr(rows[0], "id", 0) is None)]
+        verb = "INSERT OR REPLACE" if replace else "INSERT"
+        sql = f"{verb} INTO {table} ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})"
+        with self._tx() as db:
+            db.executemany(sql, [tuple(getattr(r, c) for c in cols) for r in rows])
+
+    def _select(self, cls: type[R], sql: str, args: Iterable[Any] = ()) -> list[R]:
+        cols = _cols(cls)
+        try:
+            cur = self._db.execute(sql.format(cols=", ".join(cols)), tuple(args))
+            return [cls(*row) for row in cur.fetchall()]
+        except sqlite3.Error as e:
+            raise self._explain(e) from None
+
+    # -- runs -----------------------------------------------------------------------------
+
+    def new_run(self, kind: str, *, started: float, argv: Sequence[str] = (), cwd: str = "",
+                rootdir: str = "", meta: dict[str, Any] | None = None, **extra: Any) -> int:
+        cols = ["kind", "status", "started", "argv", "cwd", "rootdir", "meta", *extra]
+        vals = [kind, "running", started, json.dumps(list(argv)), cwd, rootdir,
+                json.dumps(meta or {}), *extra.values()]
+        with self._tx() as db:
+            cur = db.execute(
+                f"INSERT INTO runs ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})", vals
+            )
+            assert cur.lastrowid is not None
+            return int(cur.lastrowid)
+
+    def update_run(self, run_id: int, **values: Any) -> None:
+        if not values:
+            return
+        allowed = set(_cols(RunRecord)) - {"id"}
+        bad = set(values) - allowed
+        if bad:
+            raise ValueError(f"unknown run fields: {bad}")
+        if "meta" in values and isinstance(values["meta"], dict):
+            values["meta"] = json.dumps(values["meta"])
+        if "plan" in values and isinstance(values["plan"], dict):
+            values["plan"] = json.dumps(values["plan"])
+        sets = ", ".join(f"{k} = ?" for k in values)
+        with self._tx() as db:
+            db.execute(f"UPDATE runs SET {sets} WHERE id = ?", [*values.values(), run_id])
+
+    def merge_run_meta(self, run_id: int, **meta: Any) -> None:
+        """Add keys to a run's meta JSON atomically (several processes may add)."""
+        with self._tx() as db:
+            row = db.execute("SELECT meta FROM runs WHERE id = ?", (run_id,)).fetchone()
+            cur = json.loads(row[0]) if row and row[0] else {}
+            cur.update(meta)
+            db.execute("UPDATE runs SET meta = ? WHERE id = ?", (json.dumps(cur), run_id))
+
+    def runs(self, limit: int | None = None, kind: str | None = None) -> list[RunRecord]:
+        where, args = ("WHERE kind = ?", [kind]) if kind else ("", [])
+        lim = f"LIMIT {int(limit)}" if limit else ""
+        return self._select(RunRecord, f"SELECT {{cols}} FROM runs {where} ORDER BY id DESC {lim}", args)
+
+    def run(self, run_id: int) -> RunRecord:
+        rows = self._select(RunRecord, "SELECT {cols} FROM runs WHERE id = ?", [run_id])
+        if not rows:
+            raise SuitefitError(f"no run {run_id} in history {self.path}")
+        return rows[0]
+
+    def latest_run(self, *, kinds: Sequence[str] | None = None, finished: bool = True) -> RunRecord | None:
+        cond, args = [], []
+        if kinds:
+            cond.append(f"kind IN ({', '.join('?' * len(kinds))})")
+            args += list(kinds)
+        if finished:
+            cond.append("status != 'running'")
+        where = ("WHERE " + " AND ".join(cond)) if cond else ""
+        rows = self._select(RunRecord, f"SELECT {{cols}} FROM runs {where} ORDER BY id DESC LIMIT 1", args)
+        return rows[0] if rows else None
+
+    # -- rows of a run ----------------------------------------------------------------------
+
+    def add_tests(self, rows: Sequence[TestRecord]) -> None:
+        self._insert("tests", rows)
+
+    def add_files(self, rows: Sequence[FileRecord]) -> None:
+        self._insert("files", rows)
+
+    def upsert_worker(self, row: WorkerRecord) -> None:
+        self._insert("workers", [row])
+
+    def add_fixtures(self, rows: Sequence[FixtureRecord]) -> None:
+        self._insert("fixtures", rows)
+
+    def add_fixture_files(self, run_id: int, pairs: Iterable[tuple[str, str]]) -> None:
+        sql = "INSERT OR IGNORE INTO fixture_files (run_id, name, file) VALUES (?, ?, ?)"
+        data = [(run_id, n, f) for n, f in pairs]
+        if data:
+            with self._tx() as db:
+                db.executemany(sql, data)
+
+    def add_samples(self, rows: Sequence[SampleRecord]) -> None:
+        self._insert("samples", rows)
+
+    def add_event(self, run_id: int, t: float, kind: str, *, worker: str | None = None,
+                  nodeid: str | None = None, **detail: Any) -> None:
+        self._insert("events", [EventRecord(None, run_id, t, kind, worker, nodeid, json.dumps(detail))],
+                     replace=False)
+
+    def tests(self, run_id: int) -> list[TestRecord]:
+        return self._select(TestRecord, "SELECT {cols} FROM tests WHERE run_id = ? ORDER BY worker, seq", [run_id])
+
+    def files(self, run_id: int) -> list[FileRecord]:
+        return self._select(FileRecord, "SELECT {cols} FROM files WHERE run_id = ? ORDER BY started", [run_id])
+
+    def workers(self, run_id: int) -> list[WorkerRecord]:
+        return self._select(WorkerRecord, "SELECT {cols} FROM workers WHERE run_id = ? ORDER BY worker", [run_id])
+
+    def fixtures(self, run_id: int) -> list[FixtureRecord]:
+        return self._select(FixtureRecord, "SELECT {cols} FROM fixtures WHERE run_id = ? ORDER BY name, worker", [run_id])
+
+    def fixture_files(self, run_id: int) -> dict[str, list[str]]:
+        out: dict[str, list[str]] = {}
+        try:
+            for name, file in self._db.execute(
+                "SELECT name, file FROM fixture_files WHERE run_id = ? ORDER BY name, file", (run_id,)
+            ):
+                out.setdefault(name, []).append(file)
+        except sqlite3.Error as e:
+            raise self._explain(e) from None
+        return out
+
+    def samples(self, run_id: int) -> list[SampleRecord]:
+        return self._select(SampleRecord, "SELECT {cols} FROM samples WHERE run_id = ? ORDER BY t", [run_id])
+
+    def events(self, run_id: int, kind: str | None = None) -> list[EventRecord]:
+        if kind:
+            return self._select(EventRecord, "SELECT {cols} FROM events WHERE run_id = ? AND kind = ? ORDER BY t, id", [run_id, kind])
+        return self._select(EventRecord, "SELECT {cols} FROM events WHERE run_id = ? ORDER BY t, id", [run_id])
+
+    def execute(self, sql: str, args: Iterable[Any] = ()) -> list[tuple[Any, ...]]:
+        """Read-only escape hatch for aggregate queries (the planner's cost model uses it)."""
+        try:
+            return list(self._db.execute(sql, tuple(args)).fetchall())
+        except sqlite3.Error as e:
+            raise self._explain(e) from None
+
+
+def record_dict(rec: Any) -> dict[str, Any]:
+    return asdict(rec)

@@ -1,0 +1,136 @@
+"""The one data model every verb shares: measured costs, budgets, and plans.
+
+Plain frozen dataclasses with JSON round-trips. Nothing here touches processes,
+files or pytest, so ``plan/`` can import it and stay pure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class FileCost:
+    """What one test file costs on one worker, as measured (or defaulted)."""
+
+    path: str  # rootdir-relative, as in node ids: "tests/test_a.py"
+    wall_s: float  # wall time of its tests on one worker (robust over recent runs)
+    peak_mb: float  # peak of the worker's process tree above its baseline while it ran
+    tests: int = 0
+    cpu_s: float = 0.0
+    fixtures: tuple[str, ...] = ()  # session/package-scoped fixtures it uses, directly or not
+    measured: bool = True  # False: never seen, a stated default
+
+
+@dataclass(frozen=True)
+class FixtureCost:
+    """A session/package/module-scoped fixture: what it costs each worker that sets it up."""
+
+    name: str
+    scope: str
+    setup_s: float
+    teardown_s: float = 0.0
+    procs: int = 0  # processes it started (still alive after its setup)
+    mb: float = 0.0  # summed RSS of those processes plus the growth of the worker itself
+    files: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class WorkerCost:
+    """Fixed cost of one more xdist worker: interpreter start, conftest import, collection."""
+
+    startup_s: float
+    baseline_mb: float
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """Everything the planner knows, derived from the history (see ``plan.costs``)."""
+
+    files: tuple[FileCost, ...]
+    fixtures: tuple[FixtureCost, ...] = ()
+    worker: WorkerCost = WorkerCost(startup_s=1.0, baseline_mb=100.0)
+    serial_peak_mb: float | None = None  # peak of the whole tree in a serial run, if one was measured
+    runs_used: int = 0  # how many recorded runs fed this model (0: defaults only)
+    declared_groups: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # [tool.suitefit] groups
+    notes: tuple[str, ...] = ()  # defaults taken and why
+
+
+@dataclass(frozen=True)
+class Budget:
+    """What the runner can give: memory in MiB and CPUs; ``workers`` pins the count."""
+
+    memory_mb: float
+    cpus: int
+    workers: int | None = None
+    memory_source: str = ""  # e.g. "cgroup v2 memory.max 8.00 GiB minus 10% margin"
+    cpus_source: str = ""
+
+
+@dataclass(frozen=True)
+class Unit:
+    """Files that go to one worker together, in this order; never split."""
+
+    name: str
+    files: tuple[str, ...]
+    wall_s: float  # predicted
+    peak_mb: float  # predicted peak above the worker baseline, fixture memory included
+    fixtures: tuple[str, ...] = ()
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A decision: how many workers, which units in which order, what to expect, and why."""
+
+    workers: int
+    units: tuple[Unit, ...]  # dispatch order
+    budget: Budget
+    predicted_wall_s: float
+    predicted_peak_mb: float
+    reasons: tuple[str, ...]
+    placement: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # predicted worker -> unit names
+    shard: tuple[int, int] | None = None  # (k, n), 1-based k
+    warnings: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["units"] = [asdict(u) for u in self.units]
+        d["placement"] = {k: list(v) for k, v in self.placement.items()}
+        return d
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> Plan:
+        units = tuple(
+            Unit(
+                name=u["name"],
+                files=tuple(u["files"]),
+                wall_s=float(u["wall_s"]),
+                peak_mb=float(u["peak_mb"]),
+                fixtures=tuple(u.get("fixtures", ())),
+                reason=u.get("reason", ""),
+            )
+            for u in d["units"]
+        )
+        b = d["budget"]
+        budget = Budget(
+            memory_mb=float(b["memory_mb"]),
+            cpus=int(b["cpus"]),
+            workers=b.get("workers"),
+            memory_source=b.get("memory_source", ""),
+            cpus_source=b.get("cpus_source", ""),
+        )
+        shard = d.get("shard")
+        return cls(
+            workers=int(d["workers"]),
+            units=units,
+            budget=budget,
+            predicted_wall_s=float(d["predicted_wall_s"]),
+            predicted_peak_mb=float(d["predicted_peak_mb"]),
+            reasons=tuple(d.get("reasons", ())),
+            placement={k: tuple(v) for k, v in d.get("placement", {}).items()},
+            shard=(int(shard[0]), int(shard[1])) if shard else None,
+            warnings=tuple(d.get("warnings", ())),
+        )
