@@ -82,6 +82,7 @@ class RunSide:
         self.sampler = TreeSampler(os.getpid(), interval=config.getoption("suitefit_interval"))
         self.recorder = RunRecorder(history.path.as_posix(), run_id, self.sampler, threshold_mb, started)
         self.finished = False
+        self.local_worker: WorkerRecorder | None = None  # without xdist this process runs the tests
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
@@ -103,6 +104,8 @@ class RunSide:
         if self.finished:
             return
         self.finished = True
+        if self.local_worker is not None:
+            self.local_worker.finish()
         self.recorder.stop()
         wall = timing.perf_counter() - self.t0
         cpu = timing.cpu_seconds() - self.cpu0
@@ -169,11 +172,11 @@ def write_summary(tr: Any, h: History, run_id: int, top: int = 5) -> None:
     fx = [f for f in fixture_summaries(h, run_id) if f.expensive][:top]
     if fx:
         tr.write_line("expensive fixtures (per setup) and the files that share them:")
-        for f in fx:
+        for x in fx:
             tr.write_line(
-                f"  {f.name} ({f.scope}): setup {fmt_s(f.setup_s)}, {f.procs} processes, {fmt_mb(f.mb)},"
-                f" set up by {f.setups} worker(s); used by {len(f.files)} file(s): {', '.join(f.files[:6])}"
-                + (" ..." if len(f.files) > 6 else "")
+                f"  {x.name} ({x.scope}): setup {fmt_s(x.setup_s)}, {x.procs} processes, {fmt_mb(x.mb)},"
+                f" set up by {x.setups} worker(s); used by {len(x.files)} file(s): {', '.join(x.files[:6])}"
+                + (" ..." if len(x.files) > 6 else "")
             )
     tr.write_line(f"history: {h.path} (suitefit history / suitefit report {run_id})")
 
@@ -215,6 +218,7 @@ def _configure_controller(config: pytest.Config) -> None:
         wr = WorkerRecorder(history, run_id, MAIN_WORKER, side.sampler)
         config.stash[WORKER_KEY] = wr
         config.pluginmanager.register(wr, "suitefit-worker")
+        side.local_worker = wr
     side.sampler.start()
 
 

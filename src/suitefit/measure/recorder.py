@@ -96,6 +96,7 @@ class WorkerRecorder:
         self._peak_mb = 0.0
         self._current: str | None = None
         self._current_since = 0.0
+        self._finished = False
         self.on_test_start: list[Any] = []  # callables(nodeid, wall, tree_mb): the journal
         self.sampler.subscribe(self._on_sample)
         self._started = proctree.create_time(self.pid)
@@ -261,6 +262,10 @@ class WorkerRecorder:
             self._dirty.clear()
 
     def finish(self) -> None:
+        if self._finished:
+            return
+        self._finished = True
+        self._close_segment()
         self.flush()
         if self._fixtures:
             self.history.add_fixtures([s.rec for s in self._fixtures.values()])

@@ -91,8 +91,8 @@ class TreeSampler:
                 for cb in self._callbacks:
                     try:
                         cb(s)
-                    except Exception:
-                        pass
+                    except Exception:  # a broken consumer must not stop the others
+                        continue
             next_t += self.interval
             delay = next_t - timing.monotonic()
             if delay < 0:  # fell behind (slow PSS read): skip, don't burst
