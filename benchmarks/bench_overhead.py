@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import resource
 import shutil
@@ -97,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
         measured = [*plain, "--suitefit", f"--suitefit-history={Path(tmp) / 'history.sqlite'}", *a.extra.split()]
         sides = {"plain": plain, "suitefit": measured}
         print(f"load before: {load()}", file=sys.stderr)
-        for name, cmd in sides.items():  # warm-up: bytecode, page cache
+        for cmd in sides.values():  # warm-up: bytecode, page cache
             timed_run(cmd, suite)
         runs: dict[str, list[Timed]] = {"plain": [], "suitefit": []}
         for i in range(a.pairs):
