@@ -63,10 +63,8 @@ def _print_plan(console: Any, plan: Plan, show_all: bool) -> None:
     title = "plan" if plan.shard is None else f"shard {plan.shard[0]}/{plan.shard[1]}"
     table = Table(title=f"{title}: {len(plan.units)} units on {plan.workers} worker(s), "
                         f"longest first", title_justify="left")
-    for col, kw in (("#", {"justify": "right"}), ("unit", {}), ("files", {"justify": "right"}),
-                    ("predicted", {"justify": "right"}), ("peak", {"justify": "right"}),
-                    ("worker", {})):
-        table.add_column(col, **kw)
+    for col in ("#", "unit", "files", "predicted", "peak", "worker"):
+        table.add_column(col, justify="left" if col in ("unit", "worker") else "right")
     where = {u: w for w, us in plan.placement.items() for u in us}
     units = plan.units if show_all else plan.units[:SHOWN_UNITS]
     for i, u in enumerate(units, 1):

@@ -103,13 +103,13 @@ def find_groups(costs: CostModel, file_costs: Mapping[str, FileCost],
             if name in why:
                 users.setdefault(name, []).append(fc.path)
     for name in sorted(users):
-        files = users[name]
-        if len(files) < 2:
+        fx_users = users[name]
+        if len(fx_users) < 2:
             continue
-        for f in files:
+        for f in fx_users:
             parent.setdefault(f, f)
-        r0 = root(files[0])
-        for f in files[1:]:
+        r0 = root(fx_users[0])
+        for f in fx_users[1:]:
             rf = root(f)
             if rf != r0:
                 parent[rf] = r0
@@ -118,17 +118,17 @@ def find_groups(costs: CostModel, file_costs: Mapping[str, FileCost],
         comps.setdefault(root(f), []).append(f)
     groups: list[FixtureGroup] = []
     grouped: set[str] = set()
-    for files in comps.values():
-        files.sort()
-        fset = set(files)
+    for comp in comps.values():
+        comp.sort()
+        fset = set(comp)
         names = sorted(n for n, us in users.items() if len(us) >= 2 and fset.issuperset(us))
         groups.append(FixtureGroup(
             name="fixture:" + "+".join(names),
-            files=tuple(files),
+            files=tuple(comp),
             fixtures=tuple(names),
             why="; ".join(f"{n} ({why[n]})" for n in names),
         ))
-        grouped.update(files)
+        grouped.update(comp)
     groups.sort(key=lambda g: g.name)
     singles = tuple(sorted(f for f in file_costs if f not in owner and f not in grouped))
     return Groups(tuple(declared), tuple(groups), singles)

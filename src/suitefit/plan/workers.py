@@ -29,7 +29,7 @@ class Candidate:
 
 def max_workers(budget: Budget, worker: WorkerCost, n_units: int) -> tuple[int, list[str]]:
     """The largest count worth trying, and why it stops there."""
-    reasons = []
+    reasons: list[str] = []
     if budget.memory_mb < worker.baseline_mb:
         raise SuitefitError(
             f"memory budget {fmt_mb(budget.memory_mb)} is below one worker's baseline "
