@@ -163,6 +163,24 @@ def lpt_parts(files: Sequence[str], walls: Mapping[str, float], m: int) -> list[
     return [p for p in parts if p]
 
 
+def best_parts(work: float, longest: float, setup: float, n_files: int, workers: int,
+               lane_s: float) -> int:
+    """How many parts a fixture group of ``work`` seconds should run as on ``workers`` workers.
+
+    m parts finish no sooner than ``setup + max(work / m, longest)``; every part past the
+    first adds ``setup`` to the suite's total work, spread over the workers. The smallest
+    m minimising the larger of the two keeps the group off the critical path cheapest.
+    """
+    if workers <= 1 or setup + work <= lane_s:
+        return 1
+    best_m, best_t = 1, float("inf")
+    for m in range(1, min(workers, n_files) + 1):
+        t = max(setup + max(work / m, longest), lane_s + (m - 1) * setup / workers)
+        if t < best_t - 1e-9:
+            best_m, best_t = m, t
+    return best_m
+
+
 def build_units(groups: Groups, file_costs: Mapping[str, FileCost],
                 fixtures: Mapping[str, FixtureCost], *, workers: int,
                 lane_s: float) -> tuple[list[Unit], list[str]]:
@@ -186,15 +204,7 @@ def build_units(groups: Groups, file_costs: Mapping[str, FileCost],
     for g in groups.fixture_groups:
         setup = sum(fixtures[n].setup_s for n in g.fixtures)
         work = sum(walls[f] for f in g.files)
-        m = 1
-        if workers > 1 and setup + work > lane_s:
-            m = math.ceil(work / max(lane_s - setup, 1e-9)) if lane_s > setup else workers
-            m = max(1, min(m, len(g.files)))
-            while m < min(workers, len(g.files)):
-                parts = lpt_parts(g.files, walls, m)
-                if max(sum(walls[f] for f in p) for p in parts) + setup <= lane_s:
-                    break
-                m += 1
+        m = best_parts(work, max(walls[f] for f in g.files), setup, len(g.files), workers, lane_s)
         if m > 1 and (m >= workers or m >= len(g.files)):
             reasons.append(
                 f"{g.name}: not grouped - its {len(g.files)} files ({fmt_s(work)}) would need "
