@@ -155,7 +155,9 @@ class Dispatcher:
             least = self._least
             while least and least[0][2].taken:
                 heapq.heappop(least)
-            if least and least[0][0] > room:  # nothing pending can start now
+            blocked_fits = blocked is not None and (
+                effective + self._need(blocked.unit, worker) <= self.budget_mb)
+            if least and least[0][0] > room and not blocked_fits:  # nothing can start now
                 if blocked is None and self._head < len(slots):
                     self._block(slots[self._head], worker, effective)
                 return None
