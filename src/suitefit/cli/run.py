@@ -72,6 +72,12 @@ def command(history_path: Path | None, memory_budget: str | None, workers: int |
     path = history_path or cfg.history_path
     costs, existed = load_cost_model(cfg, path)
     budget = detect_budget(memory_budget, workers, cfg)
+    if costs.runs_used == 0 and budget.workers is None:
+        # Nothing measured: one worker per CPU; live admission still guards the memory.
+        from dataclasses import replace
+
+        budget = replace(budget, workers=budget.cpus,
+                         cpus_source=budget.cpus_source + "; no history: one worker per CPU")
     plan = make_plan(costs, budget)
     h = History(path)
     if not existed or costs.runs_used == 0:
