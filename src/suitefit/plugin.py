@@ -44,6 +44,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                 help="memory line for 'seconds above' (e.g. 6GiB; default: the memory budget)")
     g.addoption("--suitefit-plan", default=None, metavar="PATH",
                 help="run under this plan (written by `suitefit run`): its scheduler, journal, reaping")
+    g.addoption("--suitefit-shard-spec", default=None, metavar="PATH",
+                help="keep only this shard's tests (a spec written by `suitefit run --shard K/N`)")
     g.addoption("--suitefit-grace", type=float, default=3.0, metavar="S",
                 help="seconds a process left behind by a test may live on before it is ended (default 3)")
 
@@ -249,10 +251,45 @@ def _configure_controller(config: pytest.Config) -> None:
         config.stash[WORKER_KEY] = wr
         config.pluginmanager.register(wr, "suitefit-worker")
         side.local_worker = wr
+        _register_shard_filter(config, path, run_id)
         if side.control is not None:
             journal = side.control.journal
             wr.on_test_start.append(lambda nodeid, since, mb: journal.start(MAIN_WORKER, nodeid, since, mb))
     side.sampler.start()
+
+
+class ShardFilter:
+    """Keeps this shard's files; records what the whole collection was (its fingerprint)."""
+
+    def __init__(self, spec_path: str, history_path: str, run_id: int) -> None:
+        from suitefit.shard_results import ShardSpec
+
+        try:
+            self.spec = ShardSpec.load(spec_path)
+        except (OSError, ValueError, KeyError) as e:
+            raise SuitefitError(f"cannot read shard spec {spec_path}: {e}") from None
+        self.history_path = history_path
+        self.run_id = run_id
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
+        from pathlib import Path
+
+        from suitefit.measure.recorder import file_of
+        from suitefit.shard_results import write_collected
+
+        write_collected(Path(self.history_path), self.run_id, [i.nodeid for i in items])
+        keep = [i for i in items if self.spec.keeps(file_of(i.nodeid))]
+        drop = [i for i in items if not self.spec.keeps(file_of(i.nodeid))]
+        if drop:
+            items[:] = keep
+            config.hook.pytest_deselected(items=drop)
+
+
+def _register_shard_filter(config: pytest.Config, history_path: str, run_id: int) -> None:
+    spec = config.getoption("suitefit_shard_spec")
+    if spec:
+        config.pluginmanager.register(ShardFilter(spec, history_path, run_id), "suitefit-shard")
 
 
 def _is_distributed(config: pytest.Config) -> bool:
@@ -273,6 +310,7 @@ def _configure_worker(config: pytest.Config, workerinput: dict[str, Any]) -> Non
                         reap_grace_s=float(grace) if grace is not None else None)
     config.stash[WORKER_KEY] = wr
     config.pluginmanager.register(wr, "suitefit-worker")
+    _register_shard_filter(config, workerinput["suitefit_history"], int(run_id))
     sampler.start()
 
 
