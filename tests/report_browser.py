@@ -74,14 +74,18 @@ class Browser:
     def __init__(self, chromium: Path, profile: Path) -> None:
         to_r, to_w = os.pipe()  # we write commands, chromium reads fd 3
         from_r, from_w = os.pipe()  # chromium writes fd 4, we read
-        args = " ".join(f"'{a}'" for a in (*FLAGS, "--remote-debugging-pipe", f"--user-data-dir={profile}"))
-        self.proc = subprocess.Popen(
-            ["/bin/sh", "-c", f'exec "{chromium}" {args} 3<&{to_r} 4>&{from_w}'],
-            pass_fds=(to_r, from_w), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
+        # move the child's ends above 9 so that placing them on 3 and 4 cannot clobber each other
+        hi_r, hi_w = fcntl.fcntl(to_r, fcntl.F_DUPFD_CLOEXEC, 10), fcntl.fcntl(from_w, fcntl.F_DUPFD_CLOEXEC, 10)
         os.close(to_r)
         os.close(from_w)
+        args = " ".join(f"'{a}'" for a in (*FLAGS, "--remote-debugging-pipe", f"--user-data-dir={profile}"))
+        self.proc = subprocess.Popen(
+            ["/bin/bash", "-c", f'exec "{chromium}" {args} 3<&{hi_r} 4>&{hi_w} {hi_r}<&- {hi_w}>&-'],
+            pass_fds=(hi_r, hi_w), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        os.close(hi_r)
+        os.close(hi_w)
         self._w = os.fdopen(to_w, "wb", buffering=0)
         self._r = os.fdopen(from_r, "rb", buffering=0)
         self._q: queue.Queue[dict[str, Any] | None] = queue.Queue()
@@ -174,11 +178,10 @@ class Browser:
         return out
 
     def screenshot(self, clip: dict[str, float] | None = None, full: bool = False) -> bytes:
-        params: dict[str, Any] = {"format": "png"}
+        params: dict[str, Any] = {"format": "png", "captureBeyondViewport": True}
         if clip is not None:
             params["clip"] = {**clip, "scale": 1}
         if full:
-            params["captureBeyondViewport"] = True
             size = self.evaluate("[document.documentElement.scrollWidth, document.documentElement.scrollHeight]")
             params["clip"] = {"x": 0, "y": 0, "width": size[0], "height": size[1], "scale": 1}
         return base64.b64decode(self.call("Page.captureScreenshot", session=True, **params)["data"])

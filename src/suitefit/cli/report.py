@@ -18,25 +18,41 @@ KNOWN = {"output"}
 
 def _write(path: Path, text: str, *, append: bool = False) -> None:
     """Write whole or not at all (a temp file renamed into place); appends go straight in."""
-    try:
-        if append:
+    where = f"cannot write the report to {path}"
+    if append:
+        try:
             with open(path, "a", encoding="utf-8") as fh:
                 fh.write(text)
-            return
-        if path.is_dir():
-            raise SuitefitError(f"cannot write the report to {path}: it is a folder")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".suitefit-report-", dir=path.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                fh.write(text)
-            os.chmod(tmp, 0o644)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        except OSError as e:
+            raise SuitefitError(f"{where}: {e.strerror or e}") from None
+        return
+    if path.is_dir():
+        raise SuitefitError(f"{where}: it is a folder")
+    folder = path.parent
+    for above in (folder, *folder.parents):
+        if above.exists():
+            if not above.is_dir():
+                raise SuitefitError(f"{where}: {above} is a file, not a folder")
+            break
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
     except OSError as e:
-        raise SuitefitError(f"cannot write the report to {path}: {e.strerror or e}") from None
+        raise SuitefitError(f"{where}: cannot create the folder {folder} ({e.strerror or e})") from None
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".suitefit-report-", dir=folder)
+    except OSError as e:
+        raise SuitefitError(f"{where}: cannot create a file in {folder} ({e.strerror or e})") from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except OSError as e:
+        Path(tmp).unlink(missing_ok=True)
+        raise SuitefitError(f"{where}: {e.strerror or e}") from None
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 @click.command(help="Write the HTML report of RUN (default: the newest run), or compare two runs.")

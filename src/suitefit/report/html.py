@@ -283,8 +283,8 @@ def _files(v: RunView) -> str:
 
 TEST_COLS = [Col("test", mono=True), Col("worker"), Col("started", num=True), Col("wall", num=True),
              Col("CPU", num=True), Col("tree peak around it", num=True,
-                                       tip="highest summed RSS of the whole tree from the sample before the test "
-                                           "to the sample after it (all workers, not this test alone)"),
+                                       tip="highest summed RSS of the whole tree while the test ran (the samples either "
+                                           "side of it when none fell inside; all workers, not this test alone)"),
              Col("outcome")]
 
 
@@ -431,8 +431,8 @@ stroke-dasharray:4 2}.procs{stroke:var(--procs);stroke-width:1}.rss.b{stroke:var
 JS = """
 (function(){
 function val(td){var v=td.getAttribute('data-v');if(v===null)return td.textContent;return v===''?NaN:parseFloat(v);}
-document.querySelectorAll('table.sortable th').forEach(function(th,i){th.addEventListener('click',function(){
-var tb=th.closest('table').tBodies[0],rows=Array.prototype.slice.call(tb.rows),num=th.classList.contains('num');
+document.querySelectorAll('table.sortable th').forEach(function(th){th.addEventListener('click',function(){
+var i=th.cellIndex,tb=th.closest('table').tBodies[0],rows=Array.prototype.slice.call(tb.rows),num=th.classList.contains('num');
 var dir=th.classList.contains('desc')?1:-1;if(!num&&!th.classList.contains('asc')&&!th.classList.contains('desc'))dir=1;
 th.parentNode.querySelectorAll('th').forEach(function(x){x.classList.remove('asc','desc');});
 th.classList.add(dir===1?'asc':'desc');

@@ -51,7 +51,7 @@ class TestSpan:
     wall_s: float
     cpu_s: float
     outcome: str
-    tree_mb: float | None  # max summed tree RSS from the sample before it to the sample after it
+    tree_mb: float | None  # max summed tree RSS while it ran (the samples either side if none inside)
 
     @property
     def end(self) -> float:
@@ -249,7 +249,7 @@ def load_view(history: History, run: RunRecord, *, max_points: int = MAX_POINTS)
     peak = _peak(samples)
     duration = _duration(run, samples, tests, files)
 
-    markers = [_marker(e, t0) for e in events]
+    markers = sorted((_marker(e, t0) for e in events), key=lambda m: m.t)
     heartbeats = [m for m in markers if m.kind == "heartbeat"]
     others = [m for m in markers if m.kind != "heartbeat"]
 
@@ -373,8 +373,9 @@ def _test_span(t: TestRecord, t0: float, times: Sequence[float], rmq: _RangeMax)
     end = start + t.wall_s
     tree: float | None = None
     if times:
-        lo = max(0, bisect_right(times, start) - 1)  # the last sample at or before the start
-        hi = min(len(times), bisect_left(times, end) + 1)  # through the first sample at or after the end
+        lo, hi = bisect_left(times, start), bisect_right(times, end)
+        if hi <= lo:  # no sample fell inside a short test: take the ones either side of it
+            lo, hi = max(0, lo - 1), min(len(times), hi + 1)
         tree = rmq.query(lo, hi)
     return TestSpan(t.nodeid, t.file, t.worker, start, t.wall_s, t.cpu_s, t.outcome, tree)
 
