@@ -18,7 +18,7 @@ import threading
 import time
 import zlib
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -187,10 +187,8 @@ class Browser:
         return base64.b64decode(self.call("Page.captureScreenshot", session=True, **params)["data"])
 
     def close(self) -> None:
-        try:
+        with suppress(RuntimeError, TimeoutError, OSError):
             self.call("Browser.close", timeout=5)
-        except (RuntimeError, TimeoutError, OSError):
-            pass
         try:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:

@@ -498,10 +498,10 @@ def _crash(run: RunRecord, workers: Sequence[WorkerRecord], markers: Sequence[Ma
 def _plan_check(plan: Plan, view: RunView) -> PlanCheck:
     by_file = {f.path: f for f in view.file_totals}
     placed: dict[str, str] = {}
-    for worker, units in plan.placement.items():
-        for u in units:
-            placed[u] = worker
-    units = []
+    for worker, names in plan.placement.items():
+        for name in names:
+            placed[name] = worker
+    units: list[UnitCheck] = []
     for u in plan.units:
         ran = [by_file[f] for f in u.files if f in by_file]
         units.append(

@@ -275,8 +275,8 @@ def worker_chart(view: RunView, *, width: int = 960, lane: int = 24) -> tuple[st
             continue
         ends = [s.end for s in files if s.worker == wr.worker] + [t.end for t in view.tests if t.worker == wr.worker]
         x = f.x(max(ends, default=0.0))
-        y = top + row[wr.worker] * lane + lane / 2
-        out.append(f'<g class="death"><path d="M{_n(x - 5)},{_n(y - 5)}l10,10m0,-10l-10,10"/>'
+        yc = top + row[wr.worker] * lane + lane / 2
+        out.append(f'<g class="death"><path d="M{_n(x - 5)},{_n(yc - 5)}l10,10m0,-10l-10,10"/>'
                    f"<title>{escape(wr.worker)} died: {escape(wr.detail or 'no detail recorded')}</title></g>")
     out.append("</svg>")
     return "".join(out), note
@@ -290,16 +290,16 @@ def _files_from_tests(tests: Sequence[TestSpan]) -> list[FileSpan]:
         by_worker.setdefault(t.worker, []).append(t)
     for w, ts in by_worker.items():
         ts.sort(key=lambda t: t.start)
-        cur: list[TestSpan] = []
-        for t in [*ts, None]:
-            if t is not None and cur and t.file == cur[0].file:
-                cur.append(t)
-                continue
-            if cur:
-                out.append(FileSpan(cur[0].file, w, cur[0].start, max(c.end for c in cur),
-                                    sum(c.wall_s for c in cur), sum(c.cpu_s for c in cur), len(cur),
-                                    0.0, 0.0, 0.0))
-            cur = [t] if t is not None else []
+        runs: list[list[TestSpan]] = []
+        for t in ts:
+            if runs and runs[-1][0].file == t.file:
+                runs[-1].append(t)
+            else:
+                runs.append([t])
+        for cur in runs:
+            out.append(FileSpan(cur[0].file, w, cur[0].start, max(c.end for c in cur),
+                                sum(c.wall_s for c in cur), sum(c.cpu_s for c in cur), len(cur),
+                                0.0, 0.0, 0.0))
     return out
 
 

@@ -84,15 +84,15 @@ def make_run(history: History, shape: Shape = Shape(), *, kind: str = "profile",
             cpu += wall * 0.9
             clock[w] += wall
             n += 1
-        peak = hog_mb.get(path, rnd.uniform(2, 60))
+        f_peak = hog_mb.get(path, rnd.uniform(2, 60))
         frows.append(FileRecord(rid, path, w, started + f_start, started + clock[w], clock[w] - f_start, cpu,
-                                per_file[i], base[w], peak, base[w] + peak))
+                                per_file[i], base[w], f_peak, base[w] + f_peak))
     duration = max(clock.values()) + 0.3
 
     # samples: every worker's baseline plus the file it is running, the controller, the pools
     pool_mb = 700.0
     pool_workers = {placed[f] for f in pool_files}
-    spans = sorted(((fr.started - started, fr.finished - started, fr.worker, fr.peak_mb) for fr in frows))
+    spans = sorted((fr.started - started, fr.finished - started, fr.worker, fr.peak_mb) for fr in frows)
     samples: list[SampleRecord] = []
     t = 0.0
     k = 0
