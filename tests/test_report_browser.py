@@ -202,3 +202,55 @@ def test_compare_side_by_side(tmp_path: Path, hist: Path, browser: Browser) -> N
         assert r[1:3] == [fmt_s(a), fmt_s(b)]
         if a is not None and b is not None:
             assert r[3] == ("+" if b - a >= 0 else "-") + fmt_s(abs(b - a))
+
+
+KILLED_SUITE = {
+    "test_hog.py": "import time\n\ndef test_hog():\n    b = bytearray(120 * 1024 * 1024)\n"
+                   "    for i in range(0, len(b), 4096):\n        b[i] = 1\n    time.sleep(0.5)\n",
+    "test_plain.py": "import pytest, time\n\n@pytest.mark.parametrize('i', range(6))\n"
+                     "def test_c(i):\n    time.sleep(0.05)\n",
+    "test_kill.py": "import os, signal, time\n\ndef test_dies():\n    time.sleep(0.3)\n"
+                    "    os.kill(os.getpid(), signal.SIGKILL)\n",
+}
+
+
+def test_report_of_a_real_pytest_suitefit_run(tmp_path: Path, browser: Browser) -> None:
+    """pytest --suitefit -n 2 on a tiny suite with a hog and a worker that is killed, then its report."""
+    for name, text in KILLED_SUITE.items():
+        (tmp_path / name).write_text(text)
+    hist = tmp_path / "h.sqlite"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_ADDOPTS", "PYTEST_XDIST"))}
+    p = subprocess.run([sys.executable, "-m", "pytest", "--suitefit", "--suitefit-history", str(hist), "-n", "2",
+                        "-p", "no:randomly", "-p", "no:cacheprovider", "-q"],
+                       cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 1, p.stdout + p.stderr  # the killed worker fails the run
+    page = report(tmp_path, hist)
+    load = browser.load(page)
+    assert load.errors == [] and load.requests == [page.resolve().as_uri()]
+    _, _, mem = png_colours(browser.screenshot(clip=rect(browser, "#memory svg")))
+    assert RSS_BLUE in mem
+    with History(hist) as h:
+        run = h.runs(limit=1)[0]
+        q = h.execute
+        want = q("SELECT path, SUM(tests), SUM(wall_s), MAX(peak_mb) FROM files WHERE run_id = ? "
+                 "GROUP BY path ORDER BY SUM(wall_s) DESC", [run.id])
+        assert {p for p, *_ in want} >= {"test_hog.py", "test_plain.py"}
+        assert [(r[0], r[2], r[3], r[5]) for r in rows(browser, "files-time")] == [
+            (p, f"{n:,}", fmt_s(w), "+" + fmt_mb(pk)) for p, n, w, pk in want]
+        want = q("SELECT nodeid, wall_s FROM tests WHERE run_id = ? ORDER BY wall_s DESC", [run.id])
+        assert [(r[0], r[3]) for r in rows(browser, "tests-time")] == [(n, fmt_s(w)) for n, w in want]
+        (pt,), = q("SELECT t FROM samples WHERE run_id = ? ORDER BY rss_mb DESC LIMIT 1", [run.id])
+        want = q("SELECT nodeid FROM tests WHERE run_id = ? AND started - ? <= ? AND started - ? + wall_s >= ?",
+                 [run.id, run.started, pt, run.started, pt])
+        got = rows(browser, "peak-tests") if want else []
+        assert sorted(r[0] for r in got) == sorted(n for (n,) in want)
+        summary = dict(browser.evaluate(
+            "Array.from(document.querySelectorAll('#summary dt')).map(d => [d.textContent, d.nextSibling.textContent])"))
+        assert summary["peak tree RSS"] == fmt_mb(run.peak_rss_mb)
+        down = [w for (w,) in q("SELECT worker FROM events WHERE run_id = ? AND kind IN ('worker_down', 'worker_died')",
+                                [run.id])]
+    assert down, "the plugin should have recorded the killed worker"
+    crash = browser.evaluate("document.querySelector('#crash').textContent")
+    assert all(w in crash for w in down)
+    lanes = browser.evaluate("Array.from(document.querySelectorAll('#workers svg text')).map(t => t.textContent)")
+    assert "gw0" in lanes

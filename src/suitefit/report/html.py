@@ -196,10 +196,17 @@ def _memory(v: RunView) -> str:
         [svg.Series(f"run {v.run.id}", v.points)], t_max=v.duration_s, levels=_levels(v),
         markers=[*v.heartbeats, *v.markers], peak=(v.peak, _peak_tip(v)) if v.peak else None,
     )
-    legend = ('<p class="legend"><span class="k rss"></span>summed RSS <span class="k pss"></span>summed PSS '
-              '<span class="k procs"></span>processes (right axis) <span class="k budget"></span>budget '
-              '<span class="k threshold"></span>heartbeat threshold <span class="k hb"></span>heartbeat '
-              '<span class="k died"></span>worker died</p>')
+    keys = [("rss", "summed RSS")]
+    if any(p.pss_mb is not None for p in v.points):
+        keys.append(("pss", "summed PSS"))
+    keys.append(("procs", "processes (right axis)"))
+    kinds = {lv.cls for lv in _levels(v)}
+    keys += [(k, label) for k, label in (("budget", "budget"), ("threshold", "heartbeat threshold")) if k in kinds]
+    if v.heartbeats:
+        keys.append(("hb", "heartbeat"))
+    if v.markers:
+        keys.append(("died", "worker died or down, in-flight record"))
+    legend = '<p class="legend">' + " ".join(f'<span class="k {k}"></span>{escape(t)}' for k, t in keys) + "</p>"
     sampled = (f"{len(v.points):,} of {v.samples_total:,} samples drawn (lowest and highest of each "
                "interval kept, so no peak is lost)" if v.samples_total > len(v.points)
                else f"{v.samples_total:,} samples")
@@ -251,8 +258,17 @@ def _workers(v: RunView) -> str:
           _s(None if w.started is None else w.started - t0), _s(w.startup_s), _mb(w.baseline_mb),
           _mb(w.peak_rss_mb), _num(w.tests, f"{w.tests:,}"), _txt(w.status), _txt(w.detail or "")]
          for w in sorted(v.workers, key=lambda w: svg._natural(w.worker))],
-        row_cls=lambda i: "",
     ))
+    if v.leftovers:
+        out.append(f"<h3>Processes left running by tests ({len(v.leftovers):,})</h3>")
+        out.append(table(
+            [Col("at", num=True), Col("worker"), Col("started by", mono=True), Col("pid", num=True),
+             Col("command"), Col("what became of it")],
+            [[_s(m.t), _txt(m.worker or "-"), _txt(m.nodeid or "-"),
+              _num(m.detail.get("pid"), str(m.detail.get("pid", "-"))),
+              _txt(str(m.detail.get("cmdline", ""))[:120]), _txt(str(m.detail.get("fate", "")))]
+             for m in v.leftovers[:TOP_ROWS]], tid="leftovers"))
+        out.append(_capped(TOP_ROWS, len(v.leftovers), "leftover processes"))
     return "".join(out)
 
 
@@ -282,7 +298,7 @@ def _files(v: RunView) -> str:
 
 
 TEST_COLS = [Col("test", mono=True), Col("worker"), Col("started", num=True), Col("wall", num=True),
-             Col("CPU", num=True), Col("tree peak around it", num=True,
+             Col("CPU", num=True), Col("tree peak while it ran", num=True,
                                        tip="highest summed RSS of the whole tree while the test ran (the samples either "
                                            "side of it when none fell inside; all workers, not this test alone)"),
              Col("outcome")]
@@ -363,6 +379,18 @@ def _plan(v: RunView) -> str:
          Col("measured peak", num=True), Col("planned worker"), Col("ran on")],
         rows, tid="plan-units"))
     out.append(_capped(min(TOP_FILES, len(pc.units)), len(pc.units), "units"))
+    if v.decisions:
+        kinds: dict[str, int] = {}
+        for m in v.decisions:
+            kinds[m.kind.removeprefix("sched_")] = kinds.get(m.kind.removeprefix("sched_"), 0) + 1
+        out.append("<h3>Scheduler decisions</h3>" + _note(", ".join(f"{n:,} {k}" for k, n in sorted(kinds.items()))))
+        notable = [m for m in v.decisions if m.kind != "sched_admit"][:TOP_ROWS]
+        if notable:
+            out.append(table([Col("at", num=True), Col("decision"), Col("worker"), Col("unit", mono=True),
+                              Col("reason")],
+                             [[_s(m.t), _txt(m.kind.removeprefix("sched_")), _txt(m.worker or "-"),
+                               _txt(m.nodeid or "-"), _txt(str(m.detail.get("reason", "")))] for m in notable],
+                             tid="decisions"))
     return "".join(out)
 
 
@@ -370,9 +398,14 @@ def _crash(v: RunView) -> str:
     c = v.crash
     assert c is not None
     out = ['<div class="crash">']
+    down = [m for m in c.events if m.kind in ("worker_died", "worker_down") and m.worker]
     if c.dead_workers:
         out.append("<p><strong>" + escape(", ".join(w.worker for w in c.dead_workers)) + " died.</strong> "
                    + escape("; ".join(f"{w.worker}: {w.detail}" for w in c.dead_workers if w.detail)) + "</p>")
+    elif down:
+        names = ", ".join(dict.fromkeys(m.worker or "" for m in down))
+        why = "; ".join(dict.fromkeys(text_of(m.detail) for m in down if m.detail))
+        out.append(f"<p><strong>Worker {escape(names)} went down.</strong> {escape(why)}</p>")
     elif c.run_status == "crashed":
         out.append("<p><strong>The run crashed.</strong></p>")
     if c.inflight:
@@ -413,7 +446,8 @@ stroke-dasharray:4 2}.procs{stroke:var(--procs);stroke-width:1}.rss.b{stroke:var
 .procs.b{stroke:#d7bde2}.budget{stroke:var(--budget);stroke-width:1.5;stroke-dasharray:6 3}.budget-t{fill:var(--budget)}
 .threshold{stroke:var(--thr);stroke-width:1.2;stroke-dasharray:3 3}.threshold-t{fill:var(--thr)}
 .ev line{stroke:var(--thr);stroke-width:1;opacity:.7}.ev path{fill:var(--thr)}
-.ev.worker_died line,.ev.inflight line{stroke:var(--budget);stroke-width:1.5;opacity:1}.ev.worker_died path,.ev.inflight path{fill:var(--budget)}
+.ev.worker_died line,.ev.worker_down line,.ev.inflight line{stroke:var(--budget);stroke-width:1.5;opacity:1}
+.ev.worker_died path,.ev.worker_down path,.ev.inflight path{fill:var(--budget)}
 .peak circle{fill:none;stroke:var(--budget);stroke-width:2}.peak text{fill:var(--budget);font-weight:600}
 .guide{stroke:#444;stroke-width:.5}.readout{fill:#222;font-size:11px}
 .startup{fill:#d5d9e0}.file{stroke:#fff;stroke-width:.5}.flabel{fill:#fff;font-size:10px;pointer-events:none}

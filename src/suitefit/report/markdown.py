@@ -55,6 +55,8 @@ def render_markdown(v: RunView) -> str:
     if v.crash is not None:
         c = v.crash
         who = ", ".join(f"{w.worker}" + (f" ({w.detail})" if w.detail else "") for w in c.dead_workers)
+        if not who:
+            who = ", ".join(dict.fromkeys(m.worker for m in c.events if m.worker))
         lines += ["", f"**{'Worker died: ' + who if who else 'The run crashed'}.**"]
         if c.inflight:
             lines.append("In flight: " + ", ".join(f"{_code(n)} on {w}" for w, n in c.inflight[:10]))

@@ -30,6 +30,8 @@ from suitefit.model import Plan
 
 MAX_POINTS = 2000  # timeline points drawn at most (min and max of each bucket)
 EPOCH_FLOOR = 1e9  # an event time above this is epoch seconds, below it seconds since start
+DRAWN = ("worker_died", "worker_down", "inflight")  # events marked on the memory timeline besides heartbeats
+CRASH = DRAWN
 
 
 @dataclass(frozen=True)
@@ -182,6 +184,8 @@ class RunView:
     plan: PlanCheck | None
     plan_error: str | None = None
     notes: list[str] = field(default_factory=list)
+    leftovers: list[Marker] = field(default_factory=list)  # processes tests left running
+    decisions: list[Marker] = field(default_factory=list)  # the scheduler's sched_* events
 
     @property
     def budget_mb(self) -> float | None:
@@ -251,7 +255,9 @@ def load_view(history: History, run: RunRecord, *, max_points: int = MAX_POINTS)
 
     markers = sorted((_marker(e, t0) for e in events), key=lambda m: m.t)
     heartbeats = [m for m in markers if m.kind == "heartbeat"]
-    others = [m for m in markers if m.kind != "heartbeat"]
+    others = [m for m in markers if m.kind in DRAWN]
+    leftovers = [m for m in markers if m.kind == "leftover"]
+    decisions = [m for m in markers if m.kind.startswith("sched_")]
 
     peak_tests: list[TestSpan] = []
     peak_files: list[FileSpan] = []
@@ -277,6 +283,8 @@ def load_view(history: History, run: RunRecord, *, max_points: int = MAX_POINTS)
         peak_files=peak_files,
         crash=_crash(run, workers, others),
         plan=None,
+        leftovers=leftovers,
+        decisions=decisions,
     )
     if run.plan:
         try:
@@ -443,7 +451,8 @@ def _named_tests(e: EventRecord, detail: Mapping[str, Any]) -> tuple[str, ...]:
                     names.append(x)
                 elif isinstance(x, Mapping) and isinstance(x.get("nodeid"), str):
                     names.append(x["nodeid"])
-    return tuple(dict.fromkeys(names))
+    # "no test (between tests)" and the like say that nothing was in flight
+    return tuple(dict.fromkeys(n for n in names if n and not n.startswith("no test")))
 
 
 def _fixtures(history: History, run_id: int) -> list[FixtureTotal]:
@@ -476,7 +485,7 @@ def _fixtures(history: History, run_id: int) -> list[FixtureTotal]:
 
 def _crash(run: RunRecord, workers: Sequence[WorkerRecord], markers: Sequence[Marker]) -> Crash | None:
     dead = tuple(w for w in workers if w.status == "died")
-    evs = tuple(m for m in markers if m.kind in ("worker_died", "inflight"))
+    evs = tuple(m for m in markers if m.kind in CRASH)
     if not dead and not evs and run.status != "crashed":
         return None
     inflight: dict[tuple[str, str], None] = {}
