@@ -17,11 +17,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from report_browser import browser  # noqa: E402
+from report_browser import browser
 
-from suitefit.history import History  # noqa: E402
-from suitefit.report import load_view, render_markdown, render_run  # noqa: E402
-from suitefit.report.synthetic import Shape, make_run  # noqa: E402
+from suitefit.history import History
+from suitefit.report import load_view, render_markdown, render_run
+from suitefit.report.synthetic import Shape, make_run
 
 
 def _stat(xs: list[float], unit: str, scale: float = 1.0) -> str:

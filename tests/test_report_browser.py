@@ -86,6 +86,7 @@ def test_loads_clean_and_draws_its_charts(tmp_path: Path, hist: Path, browser: B
     assert RSS_BLUE in mem and BUDGET_RED in mem  # the RSS line and the budget line were drawn
     _, _, lanes = png_colours(browser.screenshot(clip=rect(browser, "#workers svg")))
     assert sum(c in lanes for c in FILE_COLOURS) >= 6  # the files were drawn on the worker lanes
+    assert browser.evaluate("document.documentElement.scrollWidth") <= 1300  # nothing runs off the side
     full = browser.screenshot(full=True)
     (tmp_path / "report.png").write_bytes(full)
     if os.environ.get("SUITEFIT_REPORT_SCREENSHOT"):
@@ -130,14 +131,14 @@ def test_tables_hold_the_runs_numbers(tmp_path: Path, hist: Path, browser: Brows
         (setups, total), = q("SELECT COUNT(*), SUM(setup_s) FROM fixtures WHERE run_id = 1 AND name = 'cpu_dist_workers'")
         (files,), = q("SELECT COUNT(*) FROM fixture_files WHERE run_id = 1 AND name = 'cpu_dist_workers'")
         fx = {r[0]: r for r in rows(browser, "fixtures")}["cpu_dist_workers"]
-        assert (fx[2], fx[3], fx[8].split(":")[0]) == (str(setups), fmt_s(total), str(files))
+        assert (fx[2], fx[3], fx[8]) == (str(setups), fmt_s(total), str(files))
         # plan against actual: each unit's measured wall is its file's
         plan = run.plan_dict
         assert plan is not None
         units = {r[0]: r for r in rows(browser, "plan-units")}
         for u in plan["units"][:10]:
             (wall,), = q("SELECT SUM(wall_s) FROM files WHERE run_id = 1 AND path = ?", [u["files"][0]])
-            assert units[u["name"]][2:4] == [fmt_s(u["wall_s"]), fmt_s(wall)]
+            assert units[u["name"]][2:5] == [u["files"][0], fmt_s(u["wall_s"]), fmt_s(wall)]
 
 
 def test_headers_sort_and_the_chart_reads_out(tmp_path: Path, hist: Path, browser: Browser) -> None:
@@ -152,6 +153,10 @@ def test_headers_sort_and_the_chart_reads_out(tmp_path: Path, hist: Path, browse
     browser.evaluate("document.querySelectorAll('#files-time th')[3].click()")  # first click: descending
     browser.evaluate("document.querySelectorAll('#files-time th')[3].click()")  # second: ascending
     assert walls() == sorted(walls()) and walls() != sorted(walls(), reverse=True)
+    visible = "Array.from(document.querySelectorAll('#files-time tbody tr')).filter(r => !r.hidden).length"
+    assert browser.evaluate(visible) == 12  # long tables fold to their first rows
+    browser.evaluate("document.querySelector('#files-time + button.more').click()")
+    assert browser.evaluate(visible) == len(walls()) > 12
     text = browser.evaluate(
         "(() => { const s = document.querySelector('svg.mem'), b = s.getBoundingClientRect();"
         " s.dispatchEvent(new MouseEvent('mousemove', {clientX: b.x + b.width / 2, clientY: b.y + 50, bubbles: true}));"

@@ -30,6 +30,7 @@ from suitefit.units import fmt_mb, fmt_s
 TOP_TESTS = 50
 TOP_FILES = 100
 TOP_ROWS = 200  # failures, heartbeats, deltas
+FOLD = 12  # longer tables show this many rows until "show all" (without script: all rows)
 
 
 # -- small building blocks ------------------------------------------------------------------
@@ -95,7 +96,8 @@ def table(cols: Sequence[Col], rows: Sequence[Sequence[Cell]], *, tid: str = "",
         rc = row_cls(i) if row_cls else ""
         body.append(f'<tr{f" class={_attr(rc)}" if rc else ""}>{"".join(cells)}</tr>')
     tid_attr = f' id="{escape(tid)}"' if tid else ""
-    return (f'<table class="sortable"{tid_attr}><thead><tr>{head}</tr></thead>'
+    fold = f' data-fold="{FOLD}"' if len(rows) > FOLD + 5 else ""
+    return (f'<table class="sortable"{tid_attr}{fold}><thead><tr>{head}</tr></thead>'
             f'<tbody>{"".join(body)}</tbody></table>')
 
 
@@ -338,12 +340,12 @@ def _fixtures(v: RunView) -> str:
         files = ", ".join(f.files[:8]) + (f" and {len(f.files) - 8} more" if len(f.files) > 8 else "")
         rows.append([_txt(f.name), _txt(f.scope), _num(f.setups, str(f.setups)), _s(f.setup_s),
                      _s(f.max_setup_s), _s(f.teardown_s), _num(f.procs, str(f.procs)), _mb(f.mb),
-                     _num(len(f.files), f"{len(f.files)}: {files}" if f.files else "0")])
+                     _num(len(f.files), str(len(f.files))), _txt(files)])
     return table(
         [Col("fixture", mono=True), Col("scope"), Col("set-ups", num=True, tip="once per worker that used it"),
          Col("set-up total", num=True), Col("set-up max", num=True), Col("teardown", num=True),
          Col("processes", num=True, tip="processes it left running"), Col("memory", num=True),
-         Col("files sharing it", num=True)],
+         Col("files", num=True, tip="how many files use it"), Col("files sharing it", mono=True)],
         rows, tid="fixtures",
     ) + _capped(min(TOP_FILES, len(v.fixtures)), len(v.fixtures), "fixtures")
 
@@ -369,12 +371,13 @@ def _plan(v: RunView) -> str:
     rows = []
     for u in pc.units[:TOP_FILES]:
         d_wall = None if u.wall_s is None else u.wall_s - u.predicted_wall_s
-        rows.append([_txt(u.name), _num(len(u.files), ", ".join(u.files[:6]) + (" …" if len(u.files) > 6 else "")),
+        rows.append([_txt(u.name), _num(len(u.files), str(len(u.files))),
+                     _txt(", ".join(u.files[:6]) + (f" and {len(u.files) - 6} more" if len(u.files) > 6 else "")),
                      _s(u.predicted_wall_s), _s(u.wall_s), _delta_s(d_wall), _mb(u.predicted_peak_mb),
                      _mb(u.peak_mb), _txt(u.planned_worker or "-"), _txt(", ".join(u.workers) or "did not run")])
     out.append("<h3>Units: predicted and measured</h3>")
     out.append(table(
-        [Col("unit", mono=True), Col("files", num=True), Col("predicted wall", num=True),
+        [Col("unit", mono=True), Col("files", num=True), Col("which", mono=True), Col("predicted wall", num=True),
          Col("measured wall", num=True), Col("difference", num=True), Col("predicted peak", num=True),
          Col("measured peak", num=True), Col("planned worker"), Col("ran on")],
         rows, tid="plan-units"))
@@ -460,6 +463,8 @@ stroke-dasharray:4 2}.procs{stroke:var(--procs);stroke-width:1}.rss.b{stroke:var
 .k.b{background:var(--b)}
 .crash{border:1px solid #e9a3a3;background:#fdf3f3;padding:8px 14px;border-radius:6px}ul.warn{color:#8a4b00}
 .pos{color:#b02a2a}.neg{color:#1e7b3c}footer{color:var(--mut);font-size:12px;padding:16px 24px;border-top:1px solid var(--line)}
+button.more{font:inherit;font-size:12px;color:var(--rss);background:none;border:1px solid var(--line);border-radius:4px;
+padding:2px 10px;margin:0 0 8px;cursor:pointer}
 """
 
 JS = """
@@ -472,7 +477,14 @@ th.parentNode.querySelectorAll('th').forEach(function(x){x.classList.remove('asc
 th.classList.add(dir===1?'asc':'desc');
 rows.sort(function(a,b){var x=val(a.cells[i]),y=val(b.cells[i]);
 if(num){if(isNaN(x))return 1;if(isNaN(y))return -1;return dir*(x-y);}return dir*String(x).localeCompare(String(y));});
-rows.forEach(function(r){tb.appendChild(r);});});});
+rows.forEach(function(r){tb.appendChild(r);});fold(th.closest('table'));});});
+function fold(t){var n=+t.getAttribute('data-fold');if(!n)return;var open=t.classList.contains('open');
+Array.prototype.forEach.call(t.tBodies[0].rows,function(r,i){r.hidden=!open&&i>=n;});}
+document.querySelectorAll('table[data-fold]').forEach(function(t){var b=document.createElement('button');
+var total=t.tBodies[0].rows.length;b.className='more';b.textContent='show all '+total+' rows';
+b.addEventListener('click',function(){t.classList.toggle('open');
+b.textContent=t.classList.contains('open')?'show the first '+t.getAttribute('data-fold'):'show all '+total+' rows';fold(t);});
+t.parentNode.insertBefore(b,t.nextSibling);fold(t);});
 document.querySelectorAll('svg.mem').forEach(function(s){
 var raw=s.getAttribute('data-pts');if(!raw)return;var pts=raw.split(';').map(function(p){return p.split(',').map(Number);});
 var x0=+s.getAttribute('data-x0'),sx=+s.getAttribute('data-sx'),g=s.querySelector('.guide'),r=s.querySelector('.readout');

@@ -50,6 +50,8 @@ def mem_ticks(hi: float, n: int = 5) -> list[float]:
 
 
 def fmt_tick_mb(v: float) -> str:
+    if v == 0:
+        return "0"
     if v >= 1024 or (v and v % 1024 == 0):
         return f"{v / 1024:g} GiB"
     return f"{v:g} MiB"
@@ -126,7 +128,7 @@ def _x_axis(f: Frame, y_bottom: float) -> list[str]:
 
 def memory_chart(series: Sequence[Series], *, t_max: float, levels: Sequence[Level] = (),
                  markers: Sequence[Marker] = (), peak: tuple[Point, str] | None = None,
-                 width: int = 960, height: int = 320, show_procs: bool = True) -> str:
+                 width: int = 1180, height: int = 320, show_procs: bool = True) -> str:
     """The summed tree memory over time: RSS line, PSS readings, process count, limits, events."""
     all_pts = [p for s in series for p in s.points]
     y_hi = max([p.rss_mb for p in all_pts] + [p.pss_mb or 0.0 for p in all_pts]
@@ -209,7 +211,7 @@ def _natural(s: str) -> list[object]:
     return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", s)]
 
 
-def worker_chart(view: RunView, *, width: int = 960, lane: int = 24) -> tuple[str, str]:
+def worker_chart(view: RunView, *, width: int = 1180, lane: int = 24) -> tuple[str, str]:
     """One lane per worker: its start-up, its files (and its tests when there are few).
 
     Returns the SVG and a note saying what was aggregated, for the page to print.
