@@ -22,6 +22,8 @@ from suitefit.report.progress import Progress
 p = Progress(400, 6144.0, sys.stdout, is_tty=sys.stdout.isatty(), every_s=0.2)
 for i in range(1, 401):
     p.update(i, 500.0 + i)
+    if i == 200:
+        p.log("suitefit: heartbeat: halfway")
     time.sleep(0.0025)
 p.close()
 p.close()  # a second close draws nothing more
@@ -41,6 +43,8 @@ def test_plain_lines_in_a_log(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stderr
     assert "\x1b" not in out.stdout and "\r" not in out.stdout  # a CI log gets no control codes
     lines = out.stdout.splitlines()
+    assert lines.count("suitefit: heartbeat: halfway") == 1
+    lines.remove("suitefit: heartbeat: halfway")
     periodic, final = lines[:-1], lines[-1]
     assert len(periodic) >= 2, out.stdout  # about one line per 0.2 s over a run of ~1 s or more
     done = []
@@ -93,7 +97,8 @@ def test_live_line_on_a_terminal(tmp_path: Path) -> None:
     raw = b"".join(chunks).decode("utf-8", "replace")
     plain = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", raw)
     assert "\x1b[" in raw  # redrawn in place, with colour
-    assert "suitefit: " not in plain  # no periodic log lines on a terminal
+    assert plain.count("suitefit: ") == 1  # no periodic log lines on a terminal, only the logged one
+    assert "suitefit: heartbeat: halfway" in plain  # logged lines stay, above the live line
     counts = {int(n) for n in re.findall(r"(\d+)/400 tests", plain)}
     assert len(counts) >= 3 and 400 in counts, sorted(counts)  # it was redrawn as tests finished
     assert "━" in plain  # the bar

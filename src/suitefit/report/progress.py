@@ -69,6 +69,14 @@ class Progress:
                 self._last_out = now
                 self._write(self.line(now))
 
+    def log(self, line: str) -> None:
+        """A line that must stay in the output (a heartbeat, a dead worker): above the live line on a terminal."""
+        with self._lock:
+            if self._live is not None and not self._closed:
+                self._live.console.print(Text(line), soft_wrap=True)
+            else:
+                self._write(line)
+
     def close(self) -> None:
         """Draw the final state once and stop; safe to call twice."""
         with self._lock:
