@@ -162,11 +162,7 @@ class RunControl:
         for node, pending in sched.node2pending.items():
             if node is dead or len(pending) <= 2:
                 continue
-            extra = pending[2:]
-            del pending[2:]
-            for a in sched.node2units[node]:
-                a.left -= set(extra)
-            node.send_steal(extra)
+            node.send_steal(pending[2:])  # the worker answers with `unscheduled`
 
     # -- the end ---------------------------------------------------------------------------
 

@@ -71,7 +71,8 @@ class SuitefitScheduling:
 
     @property
     def collection_is_completed(self) -> bool:
-        return len(self.node2collection) >= self.numnodes
+        # once complete it stays complete: nodes leave (finish or die) after collecting
+        return self._scheduled or len(self.node2collection) >= self.numnodes
 
     @property
     def tests_finished(self) -> bool:
@@ -129,7 +130,13 @@ class SuitefitScheduling:
         self._fill_all()
 
     def remove_pending_tests_from_node(self, node: Any, indices: Sequence[int]) -> None:
-        raise NotImplementedError("suitefit's scheduler never steals work")
+        """The worker gave back tests we asked for (only when the run is being stopped)."""
+        pending = self.node2pending.get(node, [])
+        for i in indices:
+            if i in pending:
+                pending.remove(i)
+        for a in self.node2units.get(node, ()):
+            a.left -= set(indices)
 
     def remove_node(self, node: Any) -> str | None:
         pending = self.node2pending.pop(node)
@@ -216,6 +223,7 @@ class SuitefitScheduling:
                 if node not in self._shutdown:
                     self._shutdown.add(node)
                     node.shutdown()
+                    self._note_running(node)  # its last queued test now runs
 
     def _fill(self, node: Any) -> None:
         while len(self.node2pending[node]) < 2 and self.pending_units:
