@@ -171,3 +171,24 @@ def test_a_run_without_rows_still_has_a_view(hist: History) -> None:
     v = load_view(hist, hist.run(rid))
     assert v.points == [] and v.peak is None and v.tests == [] and v.duration_s == 1.0
     assert "no memory samples" in " ".join(v.notes)
+
+
+def test_axis_ticks_are_round() -> None:
+    from suitefit.report.svg import mem_ticks, time_ticks
+
+    assert [label for _, label in mem_ticks(1600)] == ["0", "500 MiB", "1000 MiB", "1500 MiB", "2000 MiB"]
+    assert [label for _, label in mem_ticks(7000)] == ["0", "2 GiB", "4 GiB", "6 GiB", "8 GiB"]
+    assert all(t % 60 == 0 for t in time_ticks(502, 8))  # whole minutes, not 100 s steps
+    assert time_ticks(5.3, 8)[-1] >= 5.3
+
+
+def test_a_far_budget_is_named_not_scaled_to() -> None:
+    from suitefit.report.queries import Point
+    from suitefit.report.svg import Level, Series, memory_chart
+
+    pts = [Point(0.0, 100.0, None, 1), Point(1.0, 400.0, None, 2)]
+    far = memory_chart([Series("r", pts)], t_max=1.0, levels=[Level("budget 21.19 GiB", 21_700.0, "budget")])
+    assert "budget 21.19 GiB (above the chart)" in far and '<line class="budget"' not in far
+    assert ">500 MiB<" in far and "GiB<" not in far.split("above the chart")[0].split("budget")[0]
+    near = memory_chart([Series("r", pts)], t_max=1.0, levels=[Level("budget 1000 MiB", 1000.0, "budget")])
+    assert '<line class="budget"' in near and "above the chart" not in near

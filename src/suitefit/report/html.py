@@ -175,9 +175,12 @@ def _levels(v: RunView, label: str = "") -> list[svg.Level]:
     out = []
     r = v.run
     pre = f"{label} " if label else ""
+    same = (r.budget_mb is not None and r.threshold_mb is not None
+            and abs(r.threshold_mb - r.budget_mb) <= 0.01 * r.budget_mb)
     if r.budget_mb is not None:
-        out.append(svg.Level(f"{pre}budget {fmt_mb(r.budget_mb)}", r.budget_mb, "budget"))
-    if r.threshold_mb is not None and r.threshold_mb != r.budget_mb:
+        name = "budget and heartbeat threshold" if same else "budget"
+        out.append(svg.Level(f"{pre}{name} {fmt_mb(r.budget_mb)}", r.budget_mb, "budget"))
+    if r.threshold_mb is not None and not same:
         out.append(svg.Level(f"{pre}heartbeat threshold {fmt_mb(r.threshold_mb)}", r.threshold_mb, "threshold"))
     return out
 

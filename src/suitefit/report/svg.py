@@ -17,6 +17,7 @@ from suitefit.units import fmt_mb, fmt_s
 
 TEST_DETAIL_MAX = 2000  # above this many tests the worker timeline shows files only
 PALETTE = 8  # file colour classes f0..f7 in the CSS
+OFF_SCALE = 3.0  # a budget more than this many times the highest reading is named, not drawn to scale
 
 
 def nice_ticks(hi: float, n: int = 5) -> list[float]:
@@ -42,19 +43,11 @@ def time_ticks(hi: float, n: int = 8) -> list[float]:
     return [i * step for i in range(math.ceil(hi / step - 1e-9) + 1)]
 
 
-def mem_ticks(hi: float, n: int = 5) -> list[float]:
-    """Ticks in MiB, on whole GiB fractions when the range is a few GiB or more."""
+def mem_ticks(hi: float, n: int = 5) -> list[tuple[float, str]]:
+    """Ticks in MiB with their labels: whole GiB steps when the range is a few GiB or more."""
     if hi >= 2048:
-        return [v * 1024 for v in nice_ticks(hi / 1024, n)]
-    return nice_ticks(hi, n)
-
-
-def fmt_tick_mb(v: float) -> str:
-    if v == 0:
-        return "0"
-    if v >= 1024 or (v and v % 1024 == 0):
-        return f"{v / 1024:g} GiB"
-    return f"{v:g} MiB"
+        return [(v * 1024, f"{v:g} GiB" if v else "0") for v in nice_ticks(hi / 1024, n)]
+    return [(v, f"{v:g} MiB" if v else "0") for v in nice_ticks(hi, n)]
 
 
 def fmt_t(s: float) -> str:
@@ -131,10 +124,14 @@ def memory_chart(series: Sequence[Series], *, t_max: float, levels: Sequence[Lev
                  width: int = 1180, height: int = 320, show_procs: bool = True) -> str:
     """The summed tree memory over time: RSS line, PSS readings, process count, limits, events."""
     all_pts = [p for s in series for p in s.points]
-    y_hi = max([p.rss_mb for p in all_pts] + [p.pss_mb or 0.0 for p in all_pts]
-               + [lv.mb for lv in levels] + [m.mb or 0.0 for m in markers] + [1.0])
+    data_hi = max([p.rss_mb for p in all_pts] + [p.pss_mb or 0.0 for p in all_pts]
+                  + [m.mb or 0.0 for m in markers] + [1.0])
+    # a limit far above the data would flatten the line: name it at the top instead of scaling to it
+    off_scale = [lv for lv in levels if lv.mb > OFF_SCALE * data_hi]
+    on_scale = [lv for lv in levels if lv not in off_scale]
+    y_hi = max([data_hi] + [lv.mb for lv in on_scale])
     ticks = mem_ticks(y_hi * 1.05)
-    f = Frame(width, height, 64, 46 if show_procs else 16, 14, 30, max(t_max, 1e-3), ticks[-1])
+    f = Frame(width, height, 64, 46 if show_procs else 16, 14, 30, max(t_max, 1e-3), ticks[-1][0])
     procs_hi = max([p.procs for p in all_pts] + [1])
     p_ticks = nice_ticks(procs_hi * 1.1, 4)
     p_ticks = [v for v in p_ticks if v == int(v)] or [0.0, 1.0]
@@ -149,10 +146,10 @@ def memory_chart(series: Sequence[Series], *, t_max: float, levels: Sequence[Lev
         f'role="img" aria-label="memory of the process tree over time" '
         f'data-x0="{f.left}" data-sx="{f.pw / f.t_max:.6g}" data-pts="{data}">'
     ]
-    for v in ticks:
+    for v, label in ticks:
         y = f.y(v)
         out.append(f'<line class="grid" x1="{f.left}" y1="{_n(y)}" x2="{width - f.right}" y2="{_n(y)}"/>')
-        out.append(f'<text class="tick" x="{f.left - 6}" y="{_n(y + 4)}" text-anchor="end">{escape(fmt_tick_mb(v))}</text>')
+        out.append(f'<text class="tick" x="{f.left - 6}" y="{_n(y + 4)}" text-anchor="end">{escape(label)}</text>')
     out += _x_axis(f, f.top + f.ph)
     if show_procs and all_pts:
         for v in p_ticks:
@@ -176,13 +173,21 @@ def memory_chart(series: Sequence[Series], *, t_max: float, levels: Sequence[Lev
         if pss:
             pts = " ".join(f"{_n(f.x(p.t))},{_n(f.y(p.pss_mb or 0.0))}" for p in pss)
             out.append(f'<polyline class="pss{cls}" points="{pts}"><title>{escape(s.label)}: summed PSS (read less often)</title></polyline>')
-    for lv in levels:
+    placed: list[tuple[float, float]] = []  # (y, x) of the labels so far, so that none overlap
+    for lv in on_scale:
         y = f.y(lv.mb)
+        x = f.left + 6.0
+        while any(abs(y - py) < 12 and abs(x - px) < 260 for py, px in placed):
+            x += 270
+        placed.append((y, x))
         out.append(
             f'<line class="{lv.cls}" x1="{f.left}" y1="{_n(y)}" x2="{width - f.right}" y2="{_n(y)}">'
             f"<title>{escape(lv.label)}</title></line>"
-            f'<text class="lvl {lv.cls}-t" x="{f.left + 6}" y="{_n(y - 4)}">{escape(lv.label)}</text>'
+            f'<text class="lvl {lv.cls}-t" x="{_n(x)}" y="{_n(y - 4)}">{escape(lv.label)}</text>'
         )
+    for i, lv in enumerate(off_scale):
+        out.append(f'<text class="lvl {lv.cls}-t" x="{f.left + 6 + 290 * i}" y="{f.top + 10}">'
+                   f"↑ {escape(lv.label)} (above the chart)</text>")
     for m in markers:
         x = f.x(m.t)
         tip = m.describe() + ("; in flight: " + ", ".join(m.tests[:8]) if m.tests else "")
