@@ -48,7 +48,7 @@ def ensure_chromium() -> Path:
         if CHROMIUM.exists():
             return CHROMIUM
         env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-        for cmd in ([apt, "update", "-q"], [apt, "install", "-y", "-q", "--no-install-recommends", "chromium"]):
+        for cmd in ([apt, "update", "-q"], [apt, "install", "-y", "-q", "chromium"]):
             p = subprocess.run(cmd, env=env, capture_output=True, text=True)
             if p.returncode != 0:
                 raise RuntimeError(f"{' '.join(cmd)} failed ({p.returncode}): {p.stderr[-2000:]}")
