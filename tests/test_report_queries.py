@@ -192,3 +192,14 @@ def test_a_far_budget_is_named_not_scaled_to() -> None:
     assert ">500 MiB<" in far and "GiB<" not in far.split("above the chart")[0].split("budget")[0]
     near = memory_chart([Series("r", pts)], t_max=1.0, levels=[Level("budget 1000 MiB", 1000.0, "budget")])
     assert '<line class="budget"' in near and "above the chart" not in near
+
+
+def test_files_outside_the_plan_are_named(hist: History) -> None:
+    from suitefit.report.html import render_run
+
+    rid = _small_run(hist)
+    plan = Plan(workers=2, units=(Unit("a", ("a.py",), 2.0, 800.0),), budget=Budget(2048.0, 2),
+                predicted_wall_s=3.6, predicted_peak_mb=1400.0, reasons=())
+    hist.update_run(rid, plan=plan.to_json())
+    page = render_run(load_view(hist, hist.run(rid)))
+    assert "1 file(s) ran outside the plan (no unit named them): b.py" in page

@@ -385,6 +385,11 @@ def _plan(v: RunView) -> str:
          Col("measured peak", num=True), Col("planned worker"), Col("ran on")],
         rows, tid="plan-units"))
     out.append(_capped(min(TOP_FILES, len(pc.units)), len(pc.units), "units"))
+    planned = {f for u in p.units for f in u.files}
+    outside = [f.path for f in v.file_totals if f.path not in planned]
+    if outside:
+        out.append(_note(f"{len(outside)} file(s) ran outside the plan (no unit named them): "
+                         + ", ".join(outside[:10]) + (" …" if len(outside) > 10 else "")))
     if v.decisions:
         kinds: dict[str, int] = {}
         for m in v.decisions:
