@@ -15,14 +15,14 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def gen(out: Path) -> Path:
     """A small generated suite with a pool-fixture group, a declared group and hogs."""
-    code = (
-        "import sys; sys.path.insert(0, %r)\n"
-        "from pathlib import Path\nfrom gen_suite import Shape, generate\n"
-        "generate(Path(%r), Shape(import_s=0.05, import_mb=5, pool_procs=1, pool_mb=5, pool_setup_s=0.1,"
-        " pool_files=3, pool_tests=2, pool_test_ms=5, hogs_mb=[60, 40], files=14, tests_per_file=3,"
-        " test_ms=5), 'shards')\n"
-    ) % (str(ROOT / "benchmarks"), str(out))
-    subprocess.run([sys.executable, "-c", code], check=True)
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        from gen_suite import Shape, generate
+    finally:
+        sys.path.pop(0)
+    generate(out, Shape(import_s=0.05, import_mb=5, pool_procs=1, pool_mb=5, pool_setup_s=0.1, pool_files=3,
+                        pool_tests=2, pool_test_ms=5, hogs_mb=[60, 40], files=14, tests_per_file=3, test_ms=5),
+             "shards")
     return out
 
 
