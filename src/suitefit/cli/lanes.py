@@ -40,7 +40,7 @@ def _choose(cfg: Config, names: tuple[str, ...], options: tuple[str, ...]) -> li
     declared = _declared(cfg)
     extra = [lane_from_option(o, Path.cwd()) for o in options]
     if not names:
-        return [*declared.values(), *extra] if not extra else extra
+        return extra or list(declared.values())
     extra_by_name = {s.name: s for s in extra}
     chosen = []
     for n in names:
@@ -56,7 +56,9 @@ def _github() -> bool:
     return os.environ.get("GITHUB_ACTIONS") == "true"
 
 
-def _wait_and_report(state_dir: Path, names: tuple[str, ...], known: set[str], timeout: str | None) -> int:
+def _wait_and_report(
+    state_dir: Path, names: tuple[str, ...], known: set[str], timeout: str | None
+) -> int:
     lanes, never = collect.select(state_dir, names, known)
     timeout_s = None if timeout is None else parse_duration_s(timeout, "--timeout")
     results = collect.wait(lanes, sys.stdout, github=_github(), timeout_s=timeout_s)
@@ -69,7 +71,9 @@ def _wait_and_report(state_dir: Path, names: tuple[str, ...], known: set[str], t
 
 
 _common = [
-    click.option("--state-dir", metavar="DIR", help=f"Where lane logs and statuses live [{DEFAULT_STATE}]."),
+    click.option(
+        "--state-dir", metavar="DIR", help=f"Where lane logs and statuses live [{DEFAULT_STATE}]."
+    ),
 ]
 _venv_opt = click.option(
     "--venv-dir", metavar="DIR", help=f"Cache of the lanes' virtualenvs [{DEFAULT_VENVS}]."
@@ -79,7 +83,9 @@ _lane_opt = click.option(
     help="A lane given here instead of in pyproject.toml (run by /bin/sh). Repeatable.",
 )  # fmt: skip
 _timeout_opt = click.option(
-    "--timeout", metavar="DURATION", help="Stop waiting after this long (e.g. 10m); kills what is left."
+    "--timeout",
+    metavar="DURATION",
+    help="Stop waiting after this long (e.g. 10m); kills what is left.",
 )
 
 
@@ -99,7 +105,9 @@ def command() -> None:
 @_common[0]
 @_venv_opt
 @_lane_opt
-def start_cmd(names: tuple[str, ...], state_dir: str | None, venv_dir: str | None, lane_opts: tuple[str, ...]) -> None:
+def start_cmd(
+    names: tuple[str, ...], state_dir: str | None, venv_dir: str | None, lane_opts: tuple[str, ...]
+) -> None:
     """Launch lanes NAMES (default: all declared) detached; return at once."""
     cfg = load_config()
     sdir, vdir = _paths(cfg, state_dir, venv_dir)
@@ -107,8 +115,12 @@ def start_cmd(names: tuple[str, ...], state_dir: str | None, venv_dir: str | Non
     started = launch.start(sdir, _choose(cfg, names, lane_opts), vdir)
     took = time.perf_counter() - t0
     for lane in started:
-        click.echo(f"lane {lane.name}: started (supervisor pid {lane.supervisor_pid}, log {lane.log})")
-    click.echo(f"lanes: {len(started)} started in {took:.3f} s; collect them with `suitefit lanes wait`")
+        click.echo(
+            f"lane {lane.name}: started (supervisor pid {lane.supervisor_pid}, log {lane.log})"
+        )
+    click.echo(
+        f"lanes: {len(started)} started in {took:.3f} s; collect them with `suitefit lanes wait`"
+    )
 
 
 @command.command("wait")
@@ -173,7 +185,9 @@ def run_cmd(
     except KeyboardInterrupt:
         fg_rc = 130
     click.echo(f"foreground: exit {fg_rc} in {time.perf_counter() - t0:.2f} s")
-    lanes_rc = _wait_and_report(sdir, tuple(s.name for s in specs), {s.name for s in specs}, timeout)
+    lanes_rc = _wait_and_report(
+        sdir, tuple(s.name for s in specs), {s.name for s in specs}, timeout
+    )
     for lane in started:
         lane.process.poll()  # reap our direct children
     return fg_rc if fg_rc != 0 else lanes_rc

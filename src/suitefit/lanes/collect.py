@@ -119,16 +119,23 @@ def _decide(d: state.LaneDir, now_wall: float, wait_deadline: float | None) -> L
     overdue = (
         isinstance(timeout, (int, float))
         and isinstance(cmd_started, (int, float))
-        and now_wall > cmd_started + timeout + float(running.get("kill_after_s", 5)) + BACKSTOP_SLACK_S
+        and now_wall
+        > cmd_started + timeout + float(running.get("kill_after_s", 5)) + BACKSTOP_SLACK_S
     )
     waited_out = wait_deadline is not None and time.monotonic() >= wait_deadline
     if overdue or waited_out:
         _kill_group(running.get("pgid"), signal.SIGKILL)
         sup = launched.get("supervisor_pid")
         _kill_group(sup, signal.SIGKILL)  # the supervisor leads its own session/group
-        why = "timed out: killed by `lanes wait` (" + (
-            "past its timeout; its supervisor did not stop it" if overdue else "wait --timeout reached"
-        ) + ")"
+        why = (
+            "timed out: killed by `lanes wait` ("
+            + (
+                "past its timeout; its supervisor did not stop it"
+                if overdue
+                else "wait --timeout reached"
+            )
+            + ")"
+        )
         result = LaneResult(d.name, state.TIMEOUT, elapsed, None, "SIGKILL", why)
         _record(d, result)
         return result
@@ -141,7 +148,9 @@ def _record(d: state.LaneDir, r: LaneResult) -> None:
         state.write_json_atomic(d.status, {**r.to_json(), "reported_by": "wait"})
 
 
-def select(state_dir: Path, names: tuple[str, ...], known: set[str]) -> tuple[list[state.LaneDir], list[LaneResult]]:
+def select(
+    state_dir: Path, names: tuple[str, ...], known: set[str]
+) -> tuple[list[state.LaneDir], list[LaneResult]]:
     """The lane folders to collect, and results for named lanes that never started."""
     launched = [d for d in state.lane_dirs(state_dir) if not d.is_collected()]
     if not names:
@@ -158,11 +167,15 @@ def select(state_dir: Path, names: tuple[str, ...], known: set[str]) -> tuple[li
         if d is not None and not d.is_collected():
             picked.append(d)
         elif d is not None:
-            raise SuitefitError(f"lane {n!r} was already collected; start it again first", exit_code=1)
+            raise SuitefitError(
+                f"lane {n!r} was already collected; start it again first", exit_code=1
+            )
         elif n in known:
             missing.append(LaneResult(n, state.NEVER_STARTED, None, None, None, "no launch record"))
         else:
-            raise SuitefitError(f"unknown lane {n!r}: not declared in [tool.suitefit.lanes] and not started")
+            raise SuitefitError(
+                f"unknown lane {n!r}: not declared in [tool.suitefit.lanes] and not started"
+            )
     return picked, missing
 
 

@@ -108,9 +108,7 @@ def launch(state_dir: Path, spec: LaneSpec, venv_dir: Path) -> Launched:
     if d.path.exists():
         shutil.rmtree(d.path)
     d.path.mkdir(parents=True)
-    state.write_json_atomic(
-        d.spec, {**spec.to_json(), "venv_dir": str(venv_dir.resolve())}
-    )
+    state.write_json_atomic(d.spec, {**spec.to_json(), "venv_dir": str(venv_dir.resolve())})
     lock_fd = os.open(d.lock, os.O_RDWR | os.O_CREAT, 0o644)
     log_fd = os.open(d.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_TRUNC, 0o644)
     try:
@@ -118,7 +116,13 @@ def launch(state_dir: Path, spec: LaneSpec, venv_dir: Path) -> Launched:
         # returns until the supervisor dies, so `wait` can never see a gap.
         fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         proc = subprocess.Popen(
-            [sys.executable, "-m", "suitefit.lanes.supervisor", str(d.path.resolve()), str(lock_fd)],
+            [
+                sys.executable,
+                "-m",
+                "suitefit.lanes.supervisor",
+                str(d.path.resolve()),
+                str(lock_fd),
+            ],
             stdin=subprocess.DEVNULL,
             stdout=log_fd,
             stderr=log_fd,
@@ -128,7 +132,9 @@ def launch(state_dir: Path, spec: LaneSpec, venv_dir: Path) -> Launched:
             cwd=d.path,
         )
     except OSError as e:
-        raise SuitefitError(f"lane {spec.name!r}: cannot start its supervisor: {e.strerror}") from None
+        raise SuitefitError(
+            f"lane {spec.name!r}: cannot start its supervisor: {e.strerror}"
+        ) from None
     finally:
         os.close(lock_fd)
         os.close(log_fd)

@@ -115,7 +115,7 @@ def lane_from_table(name: str, table: object, root: Path) -> LaneSpec:
     if not isinstance(env, dict) or not all(
         isinstance(v, (str, int, float)) and not isinstance(v, bool) for v in env.values()
     ):
-        raise SuitefitError(f"{where} env must be a table of NAME = \"value\"")
+        raise SuitefitError(f'{where} env must be a table of NAME = "value"')
     timeout = table.get("timeout")
     cwd = table.get("cwd", ".")
     if not isinstance(cwd, str):
@@ -128,7 +128,9 @@ def lane_from_table(name: str, table: object, root: Path) -> LaneSpec:
         requirements=tuple(r.strip() for r in reqs),
         env={str(k): str(v) for k, v in env.items()},
         timeout_s=None if timeout is None else parse_duration_s(timeout, f"{where} timeout"),
-        kill_after_s=parse_duration_s(table.get("kill_after", DEFAULT_KILL_AFTER_S), f"{where} kill_after"),
+        kill_after_s=parse_duration_s(
+            table.get("kill_after", DEFAULT_KILL_AFTER_S), f"{where} kill_after"
+        ),
         cwd=cwd_path,
     )
 

@@ -204,7 +204,9 @@ def main(argv: list[str]) -> int:
     except BaseException as e:  # still report: a missing status would read as "never reported"
         if not sup.dir.status.exists():
             sup._kill_group(signal.SIGKILL)
-            sup._finish(state.ERROR, exit_code=None, signal=None, message=f"supervisor crashed: {e!r}")
+            sup._finish(
+                state.ERROR, exit_code=None, signal=None, message=f"supervisor crashed: {e!r}"
+            )
         raise
 
 
