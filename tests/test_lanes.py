@@ -68,8 +68,10 @@ def test_start_returns_at_once_and_the_lane_is_fully_detached(tmp_path: Path) ->
     assert sid != os.getsid(0) and pgid != os.getpgid(0)
     assert "fd 0 /dev/null" in info
     assert f"fd 1 {log.resolve()}" in info and f"fd 2 {log.resolve()}" in info
-    # The supervisor too keeps none of our pipes.
+    # The supervisor too: its own session (a Ctrl-C or SIGHUP to the step's group
+    # must not kill it before it reports), and none of our pipes.
     sup = launched["supervisor_pid"]
+    assert os.getsid(sup) == sup and os.getsid(sup) != os.getsid(0)
     targets = {os.readlink(f"/proc/{sup}/fd/{fd}") for fd in os.listdir(f"/proc/{sup}/fd")}
     assert not any(t.startswith("pipe:") for t in targets), targets
     w = suitefit(proj, "lanes", "wait")
