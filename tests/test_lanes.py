@@ -167,6 +167,20 @@ def test_wait_timeout_kills_what_is_left(tmp_path: Path) -> None:
     assert wait_for(lambda: not alive(pid), 5)
 
 
+def test_supervisor_stopped_by_sigterm_stops_the_lane_and_reports(tmp_path: Path) -> None:
+    """A cancelled job: SIGTERM to the supervisor ends the lane's group and still reports."""
+    proj = project(tmp_path, '[tool.suitefit.lanes.cancelled]\ncommand = "sleep 30"\n')
+    assert suitefit(proj, "lanes", "start").rc == 0
+    running = proj / ".suitefit/lanes/cancelled/running.json"
+    assert wait_for(running.exists)
+    lane_pid = json.loads(running.read_text())["pid"]
+    os.kill(lane_state(proj, "cancelled", "launched.json")["supervisor_pid"], signal.SIGTERM)
+    r = suitefit(proj, "lanes", "wait")
+    assert r.rc == 1 and "lane cancelled: killed by SIGTERM" in r.out
+    assert "supervisor got SIGTERM" in r.out
+    assert not alive(lane_pid)
+
+
 # ---------------------------------------------------------------- never reported
 def test_supervisor_killed_means_never_reported_not_passed(tmp_path: Path) -> None:
     """Mutation "a missing status file read as success"."""
@@ -245,7 +259,8 @@ def test_github_actions_groups(tmp_path: Path) -> None:
     r = suitefit(proj, "lanes", "wait", env={"GITHUB_ACTIONS": "true"})
     assert r.rc == 1
     assert "::group::lane good: passed (exit 0) in " in r.out
-    assert "hello from good\n::endgroup::" in r.out
+    assert "::stop-commands::" in r.out and "hello from good\n::suitefit-" in r.out
+    assert r.out.count("::endgroup::") == 2
     assert "::error title=suitefit lane broken::lane broken: failed (exit 4)" in r.out
 
 
@@ -350,3 +365,22 @@ def test_command_that_vanishes_after_start_is_an_error_status(tmp_path: Path) ->
     r = suitefit(proj, "lanes", "wait")
     started.process.wait(timeout=10)
     assert r.rc == 1 and "cannot execute" in r.out and "No such file" in r.out
+
+
+def test_a_recycled_pid_is_never_signalled() -> None:
+    """Groups are killed by recorded pid *and* start time: a reused pid is left alone."""
+    import subprocess
+
+    from suitefit.lanes import state
+
+    p = subprocess.Popen(["sleep", "30"], start_new_session=True)
+    try:
+        started = state.process_start(p.pid)
+        assert started is not None
+        state.kill_group_if_ours(p.pid, started + 1, signal.SIGKILL)
+        assert p.poll() is None and alive(p.pid)
+        state.kill_group_if_ours(p.pid, started, signal.SIGKILL)
+        assert p.wait(timeout=5) == -signal.SIGKILL
+    finally:
+        p.kill()
+        p.wait()

@@ -89,8 +89,9 @@ _timeout_opt = click.option(
 )
 
 
-@click.group("lanes")
-def command() -> None:
+@click.group("lanes", invoke_without_command=True)
+@click.pass_context
+def command(ctx: click.Context) -> None:
     """Short CI jobs as detached background lanes of one job.
 
     Declare lanes in [tool.suitefit.lanes.NAME] (command, requirements, env,
@@ -98,6 +99,8 @@ def command() -> None:
     fails on any failure, timeout or missing exit status; `run` does both around
     a foreground command.
     """
+    if ctx.invoked_subcommand is None:
+        click.echo(ctx.get_help())
 
 
 @command.command("start")

@@ -10,9 +10,9 @@ backstop for a supervisor that cannot act.
 from __future__ import annotations
 
 import contextlib
-import os
 import signal
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -87,12 +87,6 @@ def result_from_status(name: str, status: dict[str, Any]) -> LaneResult:
     )
 
 
-def _kill_group(pgid: object, sig: int) -> None:
-    if isinstance(pgid, int) and pgid > 1:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pgid, sig)
-
-
 def _decide(d: state.LaneDir, now_wall: float, wait_deadline: float | None) -> LaneResult | None:
     """The lane's result if it has one now, else None (still running)."""
     status = d.read_status()
@@ -107,7 +101,10 @@ def _decide(d: state.LaneDir, now_wall: float, wait_deadline: float | None) -> L
         status = d.read_status()
         if status is not None:
             return result_from_status(d.name, status)
-        _kill_group(running.get("pgid"), signal.SIGKILL)  # orphans of a dead supervisor
+        # Orphans of a dead supervisor: the lane's group, and its own (a pip install, say).
+        state.kill_group_if_ours(running.get("pgid"), running.get("pid_start"), signal.SIGKILL)
+        sup = launched.get("supervisor_pid")
+        state.kill_group_if_ours(sup, launched.get("supervisor_start"), signal.SIGKILL)
         result = LaneResult(
             d.name, state.NEVER_REPORTED, elapsed, None, None,
             "its supervisor ended without writing an exit status",
@@ -124,9 +121,10 @@ def _decide(d: state.LaneDir, now_wall: float, wait_deadline: float | None) -> L
     )
     waited_out = wait_deadline is not None and time.monotonic() >= wait_deadline
     if overdue or waited_out:
-        _kill_group(running.get("pgid"), signal.SIGKILL)
+        state.kill_group_if_ours(running.get("pgid"), running.get("pid_start"), signal.SIGKILL)
+        # The supervisor leads its own session and group.
         sup = launched.get("supervisor_pid")
-        _kill_group(sup, signal.SIGKILL)  # the supervisor leads its own session/group
+        state.kill_group_if_ours(sup, launched.get("supervisor_start"), signal.SIGKILL)
         why = (
             "timed out: killed by `lanes wait` ("
             + (
@@ -217,7 +215,9 @@ def print_group(d: state.LaneDir, r: LaneResult, out: TextIO, *, github: bool) -
     if log and not log.endswith("\n"):
         log += "\n"
     if github:
-        out.write(f"::group::{title}\n{log}::endgroup::\n")
+        # stop-commands: a `::` line in the lane's log must not act as a workflow command.
+        token = f"suitefit-{uuid.uuid4().hex}"
+        out.write(f"::group::{title}\n::stop-commands::{token}\n{log}::{token}::\n::endgroup::\n")
         if not r.ok:
             out.write(f"::error title=suitefit lane {r.name}::{title}\n")
     else:

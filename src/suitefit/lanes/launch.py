@@ -143,6 +143,7 @@ def launch(state_dir: Path, spec: LaneSpec, venv_dir: Path) -> Launched:
         {
             "name": spec.name,
             "supervisor_pid": proc.pid,
+            "supervisor_start": state.process_start(proc.pid),
             "started": time.time(),
             "command": spec.display(),
             "timeout_s": spec.timeout_s,

@@ -79,6 +79,41 @@ def lock_is_held(path: Path) -> bool:
     return False
 
 
+def process_start(pid: int) -> float | None:
+    """When process ``pid`` started (an opaque number), or None if there is no such process.
+
+    Recorded with each pid we may signal later, so that a recycled pid is never hit.
+    """
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        return float(fields[19])  # field 22, starttime in clock ticks
+    except FileNotFoundError:
+        return None
+    except OSError:  # not Linux: ask psutil
+        try:
+            import psutil
+
+            return float(psutil.Process(pid).create_time())
+        except Exception:
+            return None
+
+
+def kill_group_if_ours(pgid: object, started: object, sig: int) -> None:
+    """Signal process group ``pgid`` unless its leader's pid now belongs to someone else.
+
+    A leader that is gone is fine: the kernel does not reuse a pid still in use as
+    a process-group id, so any member left is one of ours.
+    """
+    if not isinstance(pgid, int) or pgid <= 1:
+        return
+    now = process_start(pgid)
+    if now is not None and now != started:
+        return
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
 @dataclass(frozen=True)
 class LaneDir:
     """Paths of one lane's state folder."""

@@ -141,6 +141,7 @@ class Supervisor:
                 "supervisor_pid": os.getpid(),
                 "pid": self.proc.pid,
                 "pgid": self.proc.pid,
+                "pid_start": state.process_start(self.proc.pid),
                 "timeout_s": self.spec.timeout_s,
                 "kill_after_s": self.spec.kill_after_s,
                 "command_started": time.time(),
