@@ -19,6 +19,8 @@ expressions are not evaluated.
 
 from __future__ import annotations
 
+import ast
+import functools
 import os
 import re
 import shlex
@@ -48,7 +50,6 @@ _PYTEST_VALUE_OPTS = {
     "--log-file", "--log-cli-level", "--durations-min", "--max-worker-restart", "--tx",
 }  # fmt: skip
 _SEGMENT_SPLIT = re.compile(r"\|\||&&|;|\|(?!\|)|\n")
-_WORKFLOW_REF = re.compile(r"\.github[/\\]workflows|[\"'/]workflows[/\"']")
 
 
 # --------------------------------------------------------------------- model
@@ -79,6 +80,7 @@ class Step:
     index: int
     run: str  # the step's run script, with called *.sh files appended
     working_directory: str
+    own: str = ""  # the step's own run script only
 
 
 @dataclass
@@ -155,6 +157,7 @@ class Audit:
 
 
 # ------------------------------------------------------------ path filters
+@functools.lru_cache(maxsize=4096)
 def glob_to_regex(pattern: str) -> re.Pattern[str]:
     """GitHub's filter glob: ``*`` within a segment, ``**`` across, ``?``/``+`` on the previous char."""
     out: list[str] = []
@@ -209,7 +212,8 @@ def _load_yaml(path: Path, rel: str) -> dict[str, Any]:
     except OSError as e:
         raise SuitefitError(f"{rel}: cannot read: {e.strerror or e}") from None
     try:
-        data = yaml.safe_load(text)
+        # libyaml when the wheel has it: the pure-Python parser takes seconds on big workflows.
+        data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" (line {mark.line + 1})" if mark is not None else ""
@@ -253,21 +257,34 @@ def parse_triggers(data: dict[Any, Any], rel: str) -> list[Trigger]:
     return triggers
 
 
+_WORD_SPLIT = re.compile(r"[\s\"'`;|&()<>=]+")
+
+
+@functools.lru_cache(maxsize=4096)
+def _read_script(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+
+
 def _script_files(text: str, root: Path, cwd: str, depth: int) -> str:
-    """The text of ``*.sh`` files a script calls (one level per depth), so their pytest calls count."""
+    """The text of ``*.sh`` files a script calls (``depth`` levels), so their pytest calls count."""
     if depth <= 0:
         return ""
     extra = []
-    for word in re.findall(r"[\w./${}-]+\.sh\b", text):
-        if "$" in word:
+    real_root = root.resolve()
+    seen: set[Path] = set()
+    for word in set(_WORD_SPLIT.split(text)):
+        if not word.endswith(".sh") or "$" in word:
             continue
         for base in (root / cwd, root):
             p = (base / word).resolve()
-            if p.is_file() and root.resolve() in p.parents:
-                try:
-                    body = p.read_text(encoding="utf-8", errors="replace")
-                except OSError:
-                    break
+            if p in seen or real_root not in p.parents:
+                continue
+            body = _read_script(p)
+            if body is not None:
+                seen.add(p)
                 extra.append(body + "\n" + _script_files(body, root, cwd, depth - 1))
                 break
     return "\n".join(extra)
@@ -321,7 +338,7 @@ def _steps(job: dict[str, Any], rel: str, job_id: str, root: Path, job_cwd: str)
         wd = step.get("working-directory")
         cwd = wd if isinstance(wd, str) else job_cwd
         text = step["run"]
-        steps.append(Step(i, text + "\n" + _script_files(text, root, cwd, depth=2), cwd))
+        steps.append(Step(i, text + "\n" + _script_files(text, root, cwd, depth=2), cwd, text))
     return steps
 
 
@@ -342,6 +359,29 @@ def find_test_modules(root: Path) -> list[Path]:
     return found
 
 
+def _code_strings(text: str) -> str:
+    """The module's string literals, docstrings left out (a mention there reads nothing).
+
+    Falls back to the whole text when the module does not parse.
+    """
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return text
+    docstrings = {
+        id(node.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+    }
+    return "\n".join(
+        node.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and id(node) not in docstrings
+    )
+
+
 def find_guards(root: Path, workflow_files: list[str]) -> list[Guard]:
     """Test modules that read workflow files, and which ones (all, when it globs the folder)."""
     guards = []
@@ -350,30 +390,52 @@ def find_guards(root: Path, workflow_files: list[str]) -> list[Guard]:
             text = mod.read_text(encoding="utf-8", errors="replace")
         except OSError:
             continue
+        if "workflows" not in text:
+            continue  # cheap test first: most modules are not guards
+        strings = _code_strings(text)
         named = tuple(
-            w for w in workflow_files if re.search(rf"(?<![\w.-]){re.escape(Path(w).name)}\b", text)
+            w
+            for w in workflow_files
+            if Path(w).name in strings
+            and re.search(rf"(?<![\w.-]){re.escape(Path(w).name)}\b", strings)
         )
-        if named:
+        # It must also reach into the folder: ".github/workflows", or the path
+        # components ".github" and "workflows" as separate literals.
+        folder = ".github/workflows" in strings or (
+            re.search(r"^\.github$", strings, re.M) and re.search(r"^workflows$", strings, re.M)
+        )
+        if named and (folder or re.search(r"(^|/)workflows(/|$)", strings, re.M)):
             guards.append(Guard(_rel(mod, root), named))
-        elif _WORKFLOW_REF.search(text):
+        elif folder:
             guards.append(Guard(_rel(mod, root), tuple(workflow_files)))
     return guards
 
 
 # ------------------------------------------------------------ who runs what
-def _segments(script: str) -> Iterator[list[str]]:
+def _segments(script: str) -> list[list[str]]:
     """Shell command words, one list per simple command (good enough for CI scripts)."""
-    joined = re.sub(r"\\\n", " ", script)
+    return [list(words) for words in _segments_cached(script)]
+
+
+_RELEVANT = re.compile(r"pytest|py\.test|suitefit|^wait\b")
+
+
+@functools.lru_cache(maxsize=16384)
+def _segments_cached(script: str) -> tuple[tuple[str, ...], ...]:
+    # The same called scripts appear in many steps: split each text once.
+    out = []
+    joined = script.replace("\\\n", " ")
     for seg in _SEGMENT_SPLIT.split(joined):
         seg = seg.strip().rstrip("&").strip()
-        if not seg or seg.startswith("#"):
-            continue
+        if not seg or seg.startswith("#") or not _RELEVANT.search(seg):
+            continue  # only these words matter here, and shlex is slow on big scripts
         try:
             words = shlex.split(seg, comments=True)
         except ValueError:
             words = seg.split()
         if words:
-            yield words
+            out.append(tuple(words))
+    return tuple(out)
 
 
 _WRAPPERS = {
@@ -514,12 +576,20 @@ def _lane_names(words: list[str], verb: str) -> list[str] | None:
     return None
 
 
-def _background_lines(script: str) -> Iterator[tuple[int, str]]:
-    joined = re.sub(r"\\\n", " ", script)
-    for n, line in enumerate(joined.splitlines()):
-        code = line.split("#", 1)[0].rstrip() if not line.lstrip().startswith("#") else ""
-        if code.endswith("&") and not code.endswith("&&") and not code.endswith(">&"):
-            yield n, code
+def _code_lines(script: str) -> list[str]:
+    """The script's lines with continuations joined and comments dropped."""
+    out = []
+    for line in script.replace("\\\n", " ").splitlines():
+        out.append("" if line.lstrip().startswith("#") else line.split(" #", 1)[0].rstrip())
+    return out
+
+
+def _is_background(code: str) -> bool:
+    return code.endswith("&") and not code.endswith("&&") and not code.endswith(">&")
+
+
+def _has_wait(code: str) -> bool:
+    return any(w[0] == "wait" for w in _segments(code))
 
 
 def _detached(line: str) -> bool:
@@ -556,36 +626,28 @@ def lane_findings(job: Job) -> list[Finding]:
                 job.job_id,
             )
         )
-    for si, step in enumerate(job.steps):
-        run = step.run
-        for lineno, line in _background_lines(run):
-            if "suitefit lanes" in line:
+    # Each step is its own shell: only a `wait` later in the same step collects a
+    # background job, and only then does the step wait for it anyway. A launch left
+    # running past its step must not hold the step's stdout/stderr.
+    seen: set[str] = set()
+    for step in job.steps:
+        lines = _code_lines(step.own)
+        for lineno, code in enumerate(lines):
+            if not _is_background(code) or "suitefit lanes" in code or _detached(code):
                 continue
-            after = (
-                "\n".join(run.splitlines()[lineno + 1 :])
-                + "\n"
-                + "\n".join(s.run for s in job.steps[si + 1 :])
+            if any(_has_wait(later) for later in lines[lineno + 1 :]) or code in seen:
+                continue
+            seen.add(code)
+            findings.append(
+                Finding(
+                    "background-not-detached",
+                    f"{job.label}: `{code.strip()}` outlives its step but keeps the step's "
+                    "stdout/stderr: the step waits for it and the overlap disappears "
+                    "(redirect both to a log file)",
+                    job.workflow,
+                    job.job_id,
+                )
             )
-            if not any(w and w[0] == "wait" for w in _segments(after)):
-                findings.append(
-                    Finding(
-                        "background-never-waited",
-                        f"{job.label}: `{line.strip()}` runs in the background and nothing later "
-                        "`wait`s for it: its exit status is lost",
-                        job.workflow,
-                        job.job_id,
-                    )
-                )
-            if not _detached(line):
-                findings.append(
-                    Finding(
-                        "background-not-detached",
-                        f"{job.label}: `{line.strip()}` keeps the step's stdout/stderr: the step "
-                        "waits for it and the overlap disappears (redirect both to a log file)",
-                        job.workflow,
-                        job.job_id,
-                    )
-                )
     return findings
 
 
@@ -661,12 +723,21 @@ def audit(target: Path) -> Audit:
                 uncovered.append(wf)
         if uncovered:
             ran = ", ".join(result.runs.get(g.module, [])) or "no job"
+            if len(uncovered) > 3:
+                what = (
+                    f"{len(uncovered)} workflow files it reads (e.g. {Path(uncovered[0]).name}) "
+                    "can change with no job running it"
+                )
+            else:
+                what = (
+                    f"no job that starts on a change to only "
+                    f"{' or '.join(Path(u).name for u in uncovered)} runs it"
+                )
             result.findings.append(
                 Finding(
                     "guard-not-run-unfiltered",
-                    f"{g.module} reads {', '.join(uncovered)} but no job that starts on a change to "
-                    f"only {'that file' if len(uncovered) == 1 else 'those files'} runs it "
-                    f"(run by: {ran}): a workflow-only pull request never collects this guard",
+                    f"{g.module} reads workflow files, but {what} (run by: {ran}): a "
+                    "workflow-only pull request never collects this guard",
                     module=g.module,
                 )
             )
