@@ -256,8 +256,16 @@ def test_github_actions_groups(tmp_path: Path) -> None:
         """,
     )
     assert suitefit(proj, "lanes", "start").rc == 0
-    r = suitefit(proj, "lanes", "wait", env={"GITHUB_ACTIONS": "true"})
+    summary = tmp_path / "summary.md"
+    r = suitefit(
+        proj,
+        "lanes",
+        "wait",
+        env={"GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": str(summary)},
+    )
     assert r.rc == 1
+    table = summary.read_text()
+    assert "| `good` | ✅ passed |" in table and "| `broken` | ❌ failed |" in table
     assert "::group::lane good: passed (exit 0) in " in r.out
     assert "::stop-commands::" in r.out and "hello from good\n::suitefit-" in r.out
     assert r.out.count("::endgroup::") == 2
@@ -384,3 +392,26 @@ def test_a_recycled_pid_is_never_signalled() -> None:
     finally:
         p.kill()
         p.wait()
+
+
+def test_interrupted_run_stops_its_lanes_and_still_reports(tmp_path: Path) -> None:
+    import subprocess
+
+    proj = project(tmp_path, '[tool.suitefit.lanes.long]\ncommand = "sleep 60"\n')
+    env = {k: v for k, v in os.environ.items() if k != "GITHUB_ACTIONS"}
+    p = subprocess.Popen(
+        [PY, "-m", "suitefit", "lanes", "run", "--", "sleep", "60"],
+        cwd=proj,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    running = proj / ".suitefit/lanes/long/running.json"
+    assert wait_for(running.exists)
+    lane_pid = json.loads(running.read_text())["pid"]
+    p.send_signal(signal.SIGINT)  # Ctrl-C, to suitefit alone
+    out, err = p.communicate(timeout=30)
+    assert p.returncode == 130, out + err
+    assert "lane long: killed by SIGTERM" in out
+    assert wait_for(lambda: not alive(lane_pid), 5)

@@ -30,9 +30,12 @@ def test_planted_fixture_reports_exactly_the_planted_findings() -> None:
         "tests/guards/test_backend_guard.py",
         "tests/guards/test_release_guard.py",
         "tests/guards/test_all_workflows.py",
-    }
+        "tests/guards/test_reuse_guard.py",
+    }  # not tests/unit/test_mentions.py: a docstring mention reads nothing
     assert guards["tests/guards/test_release_guard.py"] == (".github/workflows/release.yml",)
-    assert len(guards["tests/guards/test_all_workflows.py"]) == 4  # globs the folder
+    assert len(guards["tests/guards/test_all_workflows.py"]) == 5  # globs the folder
+    # A local reusable workflow runs under its caller's triggers.
+    assert "lint.yml/call-guards" in result.runs["tests/guards/test_reuse_guard.py"]
     # Filtered and unfiltered jobs are told apart.
     filtered = {j.label: j.filtered() for j in result.jobs}
     assert filtered["lint.yml/lint"] is False
@@ -45,7 +48,11 @@ def test_cli_exit_codes_and_json() -> None:
     r = suitefit(FIXTURES, "audit-workflows", "planted")
     assert r.rc == 1
     assert "[guard-not-run-unfiltered] tests/guards/test_release_guard.py reads" in r.out
-    assert "lint.yml/lint        pull_request: all paths; push: all paths" in r.out
+    assert any(
+        ln.split()[0] == "lint.yml/lint" and ln.endswith("pull_request: all paths; push: all paths")
+        for ln in r.out.splitlines()
+        if ln.startswith("  ")
+    )
     j = suitefit(FIXTURES, "audit-workflows", "planted/.github/workflows", "--json")
     assert j.rc == 1
     data = json.loads(j.out)
@@ -94,6 +101,7 @@ def test_a_paths_filter_on_the_only_unfiltered_job_is_caught(tmp_path: Path) -> 
         "tests/guards/test_lint_guard.py",
         "tests/guards/test_release_guard.py",
         "tests/guards/test_all_workflows.py",
+        "tests/guards/test_reuse_guard.py",
     }
 
 

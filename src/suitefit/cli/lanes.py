@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -67,6 +69,13 @@ def _wait_and_report(
     results = [*results, *never]
     for line in collect.summary(results):
         click.echo(line)
+    step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    if step_summary:
+        try:
+            with open(step_summary, "a", encoding="utf-8") as f:
+                f.write(collect.markdown_summary(results))
+        except OSError as e:
+            click.echo(f"suitefit: cannot append to GITHUB_STEP_SUMMARY: {e.strerror}", err=True)
     return 0 if all(r.ok for r in results) else 1
 
 
@@ -188,12 +197,29 @@ def run_cmd(
     except KeyboardInterrupt:
         fg_rc = 130
     click.echo(f"foreground: exit {fg_rc} in {time.perf_counter() - t0:.2f} s")
-    lanes_rc = _wait_and_report(
-        sdir, tuple(s.name for s in specs), {s.name for s in specs}, timeout
-    )
+    if fg_rc == 130:
+        _stop(started)  # interrupted: stop the lanes too, and still collect their statuses
+    try:
+        lanes_rc = _wait_and_report(
+            sdir, tuple(s.name for s in specs), {s.name for s in specs}, timeout
+        )
+    except KeyboardInterrupt:
+        _stop(started)
+        raise
     for lane in started:
         lane.process.poll()  # reap our direct children
     return fg_rc if fg_rc != 0 else lanes_rc
+
+
+def _stop(started: list[launch.Launched]) -> None:
+    """SIGTERM each lane's supervisor: it stops its lane's group and writes the status.
+
+    Safe by pid: the supervisors are our unreaped children, so no pid was recycled.
+    """
+    for lane in started:
+        if lane.process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(lane.supervisor_pid, signal.SIGTERM)
 
 
 @command.command("list")

@@ -238,3 +238,23 @@ def summary(results: list[LaneResult]) -> list[str]:
     else:
         lines.append(f"lanes: all {len(results)} passed")
     return lines
+
+
+def markdown_summary(results: list[LaneResult]) -> str:
+    """A table for the GitHub Actions step summary."""
+    rows = [
+        f"| `{r.name}` | {'✅' if r.ok else '❌'} {r.outcome} | "
+        f"{'' if r.duration_s is None else f'{r.duration_s:.2f} s'} | {r.describe()} |"
+        for r in results
+    ]
+    return "\n".join(
+        [
+            "### suitefit lanes",
+            "",
+            "| lane | outcome | duration | detail |",
+            "|---|---|---|---|",
+            *rows,
+            "",
+            "",
+        ]
+    )
