@@ -60,6 +60,13 @@ M = [
         "tests/test_workflow_audit.py::test_planted_fixture_reports_exactly_the_planted_findings",
     ),
     (
+        "audit ignores paths filters",
+        "src/suitefit/workflow_audit.py",
+        "        if self.paths is not None:\n            return path_filter_matches(self.paths, changed)",
+        "        if False:\n            return path_filter_matches(self.paths, changed)",
+        "tests/test_workflow_audit.py::test_planted_fixture_reports_exactly_the_planted_findings",
+    ),
+    (
         "timeout kills only the leader, not the group",
         "src/suitefit/lanes/supervisor.py",
         "            os.killpg(self.proc.pid, sig)",

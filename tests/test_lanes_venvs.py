@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import os
 import textwrap
 import zipfile
 from pathlib import Path
@@ -37,7 +38,7 @@ def make_wheel(name: str, version: str = "1.0") -> Path:
         record.append(f"{fn},sha256={digest.decode()},{len(body.encode())}")
     record.append(f"{dist}/RECORD,,")
     files[f"{dist}/RECORD"] = "\n".join(record) + "\n"
-    tmp = path.with_suffix(".tmp")
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
     with zipfile.ZipFile(tmp, "w") as z:
         for fn, body in files.items():
             z.writestr(zipfile.ZipInfo(fn, date_time=(2020, 1, 1, 0, 0, 0)), body)
