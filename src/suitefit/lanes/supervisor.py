@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -113,8 +114,6 @@ class Supervisor:
         argv = self.spec.argv()
         if venv is not None and "/" not in argv[0]:
             # Resolve against the lane's PATH (its venv first), not the supervisor's.
-            import shutil
-
             found = shutil.which(argv[0], path=env["PATH"])
             if found:
                 argv[0] = found
@@ -133,6 +132,8 @@ class Supervisor:
             msg = f"cannot execute {argv[0]!r}: {e.strerror}"
             print(f"suitefit-lane: {msg}", flush=True)
             return self._finish(state.ERROR, exit_code=127, signal=None, message=msg)
+        if self.received is not None:  # a signal that came while the lane was being started
+            self._kill_group(signal.SIGTERM)
         cmd_started = time.monotonic()
         deadline = None if self.spec.timeout_s is None else cmd_started + self.spec.timeout_s
         state.write_json_atomic(
