@@ -135,9 +135,9 @@ def diagnose(project: Path, python: str | None = None, pytest_args: Sequence[str
         ctx.notes.append(f"history checks skipped: no history at {history_path} "
                          "(run `suitefit profile` to record one)")
     if not facts.workers:
-        ctx.notes.append("-n is not set in the configuration: the worker checks (BLAS threads, "
-                         "worker restarts, payoff) ran without a worker count; pass your CI's "
-                         "options after `--` to check them (suitefit doctor -- -n 4)")
+        ctx.notes.append("-n is not set in the configuration, so the worker checks (BLAS threads, "
+                         "worker restarts, payoff) were skipped; pass your CI's options after `--` "
+                         "to check them: suitefit doctor -- -n 4")
     if ctx.scan.truncated:
         ctx.notes.append(f"xdist_group scan stopped after {ctx.scan.scanned} files")
     findings: list[Finding] = []

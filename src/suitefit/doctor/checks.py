@@ -150,7 +150,7 @@ def check_blas(ctx: Context) -> list[Finding]:
     omp = values["OMP_NUM_THREADS"]
     unpinned = not omp and not (values["MKL_NUM_THREADS"] and values["OPENBLAS_NUM_THREADS"])
     threads = max((_int(x) for x in values.values() if x), default=0)
-    over = threads and threads * w > ctx.cpus.usable
+    over = threads > 1 and threads * w > ctx.cpus.usable
     if not unpinned and not over:
         return []
     where = "in this environment, after the conftest files were imported"
