@@ -120,7 +120,8 @@ def coverage_fail_under(project: Path, cov_config: str | None) -> FailUnder | No
     candidates: list[tuple[Path, str]] = []
     if cov_config and cov_config not in (".coveragerc", "True"):
         p = Path(cov_config)
-        candidates.append((p if p.is_absolute() else project / p, "report"))
+        section = "coverage:report" if p.name in ("setup.cfg", "tox.ini") else "report"
+        candidates.append((p if p.is_absolute() else project / p, section))
     candidates += [(project / ".coveragerc", "report"), (project / "setup.cfg", "coverage:report"),
                    (project / "tox.ini", "coverage:report")]
     for path, section in candidates:
@@ -178,7 +179,7 @@ def scan_group_marks(root: Path) -> SourceScan:
     """Which Python files under ``root`` mention ``xdist_group`` (marks, or hooks adding them)."""
     hits: list[str] = []
     n = 0
-    for n, path in enumerate(_py_files(root), 1):  # noqa: B007 - n counts
+    for n, path in enumerate(_py_files(root), 1):
         if n > _MAX_FILES:
             return SourceScan(tuple(hits), n - 1, truncated=True)
         try:

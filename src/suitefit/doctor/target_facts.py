@@ -8,6 +8,7 @@ collection, no tests), then writes the resolved options as JSON to OUT. Anything
 goes wrong is written as ``{"error": kind, "message": ...}``.
 """
 
+import contextlib
 import json
 import os
 import shlex
@@ -28,10 +29,8 @@ def _version(dist):
 def _cpus():
     out = {"os_cpu_count": os.cpu_count(), "affinity": None, "psutil_physical": None,
            "psutil_logical": None, "psutil": False}
-    try:
+    with contextlib.suppress(AttributeError, OSError):
         out["affinity"] = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        pass
     try:
         import psutil
     except ImportError:
@@ -43,10 +42,10 @@ def _cpus():
 
 
 def _describe(e):
-    text = "%s: %s" % (type(e).__name__, " ".join(str(e).split()))
+    text = f"{type(e).__name__}: {' '.join(str(e).split())}"
     cause = e.__cause__ or e.__context__
     if cause is not None:
-        text += " (%s: %s)" % (type(cause).__name__, " ".join(str(cause).split()))
+        text += f" ({type(cause).__name__}: {' '.join(str(cause).split())})"
     return text
 
 
@@ -66,7 +65,7 @@ def _facts(args):
     except UsageError as e:
         return {"error": "usage", "message": " ".join(str(e).split())}
     except SystemExit as e:
-        return {"error": "usage", "message": "pytest exited with %r while reading its options" % (e.code,)}
+        return {"error": "usage", "message": f"pytest exited with {e.code!r} while reading its options"}
     except Exception as e:  # a conftest that fails to import, a broken plugin
         return {"error": "config", "message": _describe(e)}
     try:
@@ -91,7 +90,7 @@ def _facts(args):
         env_ini = None
     facts = {
         "python": sys.executable,
-        "python_version": "%d.%d.%d" % sys.version_info[:3],
+        "python_version": "{}.{}.{}".format(*sys.version_info[:3]),
         "pytest": pytest.__version__,
         "xdist": _version("pytest-xdist"),
         "pytest_cov": _version("pytest-cov"),

@@ -1,0 +1,113 @@
+"""doctor's readers on real files: cgroup trees, coverage config files, silences, option origins."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import psutil
+import pytest
+
+from suitefit.doctor.config_reader import TargetFacts, coverage_fail_under, scan_group_marks
+from suitefit.doctor.findings import CATALOG, parse_silence
+from suitefit.doctor.machine import cgroup_cpu_quota, cgroup_memory_limit, detect_budget
+from suitefit.errors import SuitefitError
+
+GIB = 1024 ** 3
+
+
+def cgroup_tree(tmp_path: Path, proc: str, files: dict[str, str]) -> tuple[Path, Path]:
+    sys_cg = tmp_path / "sys"
+    for rel, text in files.items():
+        p = sys_cg / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text)
+    proc_cg = tmp_path / "cgroup"
+    proc_cg.write_text(proc)
+    return sys_cg, proc_cg
+
+
+def test_v2_limit_of_a_parent_applies(tmp_path: Path) -> None:
+    sys_cg, proc_cg = cgroup_tree(tmp_path, "0::/ci/job\n", {
+        "ci/memory.max": str(8 * GIB), "ci/job/memory.max": "max", "memory.max": "max"})
+    mb, source = detect_budget(0.10, sys_cgroup=sys_cg, proc_cgroup=proc_cg)
+    assert mb == pytest.approx(8 * 1024 * 0.9)
+    assert "cgroup v2" in source and "ci/memory.max" in source and "8.00 GiB minus 10% margin" in source
+
+
+def test_v1_limit_and_unlimited_marker(tmp_path: Path) -> None:
+    sys_cg, proc_cg = cgroup_tree(tmp_path, "4:memory:/docker/abc\n1:cpu:/\n", {
+        "memory/docker/abc/memory.limit_in_bytes": str(2 * GIB),
+        "memory/memory.limit_in_bytes": "9223372036854771712"})
+    lim = cgroup_memory_limit(sys_cg, proc_cg)
+    assert lim is not None and lim.mb == 2048 and "cgroup v1" in lim.source
+
+
+def test_no_cgroup_limit_falls_back_to_total_ram(tmp_path: Path) -> None:
+    sys_cg, proc_cg = cgroup_tree(tmp_path, "4:memory:/\n", {"memory/memory.limit_in_bytes": "9223372036854771712"})
+    mb, source = detect_budget(0.10, sys_cgroup=sys_cg, proc_cgroup=proc_cg)
+    assert mb == pytest.approx(psutil.virtual_memory().total / 2**20 * 0.9)
+    assert source.startswith("total RAM")
+
+
+def test_cpu_quota(tmp_path: Path) -> None:
+    sys_cg, proc_cg = cgroup_tree(tmp_path, "0::/job\n", {"job/cpu.max": "150000 100000", "cpu.max": "max 100000"})
+    assert cgroup_cpu_quota(sys_cg, proc_cg) == 1.5
+
+
+@pytest.mark.parametrize(("name", "text", "expect"), [
+    (".coveragerc", "[report]\nfail_under = 90\n", (90.0, ".coveragerc [report]")),
+    ("setup.cfg", "[coverage:report]\nfail_under = 85\n", (85.0, "setup.cfg [coverage:report]")),
+    ("tox.ini", "[tox]\n[coverage:report]\nfail_under=70.5\n", (70.5, "tox.ini [coverage:report]")),
+    ("pyproject.toml", "[tool.coverage.report]\nfail_under = 80\n", (80.0, "pyproject.toml [tool.coverage.report]")),
+    ("setup.cfg", "[coverage:run]\nbranch = true\n", None),
+])
+def test_fail_under_sources(tmp_path: Path, name: str, text: str, expect: tuple[float, str] | None) -> None:
+    (tmp_path / name).write_text(text)
+    got = coverage_fail_under(tmp_path, None)
+    assert (got and (got.value, got.source)) == expect
+
+
+def test_broken_coverage_ini_is_bad_input(tmp_path: Path) -> None:
+    (tmp_path / "setup.cfg").write_text("[coverage:report\nfail_under = 1\n")
+    with pytest.raises(SuitefitError, match="setup.cfg: not a valid ini file"):
+        coverage_fail_under(tmp_path, None)
+
+
+def test_group_mark_scan_skips_venvs_and_hidden(tmp_path: Path) -> None:
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "conftest.py").write_text("item.add_marker(pytest.mark.xdist_group('pool'))\n")
+    (tmp_path / "tests" / "test_x.py").write_text("def test_x(): pass\n")
+    for d in (".venv/lib", "env2/lib"):
+        (tmp_path / d).mkdir(parents=True)
+        (tmp_path / d / "x.py").write_text("xdist_group\n")
+    (tmp_path / "env2" / "pyvenv.cfg").write_text("")
+    scan = scan_group_marks(tmp_path)
+    assert scan.files_with_group_marks == ("tests/conftest.py",)
+
+
+def test_origin_and_tokens() -> None:
+    facts = TargetFacts({"inipath": "/p/pyproject.toml", "ini_addopts": ["-n4", "--dist", "loadgroup"],
+                         "env_addopts": ["--cov-report=xml"], "args": ["-n", "2"]})
+    assert facts.origin("-n", "--numprocesses") == "addopts in pyproject.toml and the command line"
+    assert facts.tokens("--dist") == ["--dist loadgroup"]
+    assert facts.origin("--cov-report") == "PYTEST_ADDOPTS"
+    assert facts.origin("--cov") == "a plugin or conftest default"  # --cov-report is not --cov
+
+
+def test_workers_and_dist_resolution() -> None:
+    assert TargetFacts({"numprocesses": "auto", "auto_workers": 8, "maxprocesses": 3}).workers == 3
+    assert TargetFacts({"numprocesses": 4, "dist": "no"}).dist == "load"  # as xdist does with -n
+    assert TargetFacts({"numprocesses": None, "dist": "no"}).workers is None
+
+
+def test_silence_parsing() -> None:
+    assert parse_silence({"silence": {"worker-restarts-masked": " xdist 3.9 default "}}, "pp") == {
+        "worker-restarts-masked": "xdist 3.9 default"}
+    with pytest.raises(SuitefitError, match="unknown key"):
+        parse_silence({"silense": {}}, "pp")
+    with pytest.raises(SuitefitError, match="must be a table"):
+        parse_silence({"silence": ["worker-restarts-masked"]}, "pp")
+    assert set(CATALOG) >= {"loadgroup-ignored", "n-auto-miscount", "blas-threads-unpinned",
+                            "worker-restarts-masked", "cov-report-without-cov", "fail-under-inert",
+                            "session-pool-spread", "file-exceeds-budget", "outcome-differs",
+                            "workers-exceed-payoff"}
