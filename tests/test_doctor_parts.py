@@ -69,7 +69,7 @@ def test_fail_under_sources(tmp_path: Path, name: str, text: str, expect: tuple[
 
 def test_broken_coverage_ini_is_bad_input(tmp_path: Path) -> None:
     (tmp_path / "setup.cfg").write_text("[coverage:report\nfail_under = 1\n")
-    with pytest.raises(SuitefitError, match="setup.cfg: not a valid ini file"):
+    with pytest.raises(SuitefitError, match=r"setup\.cfg: not a valid ini file"):
         coverage_fail_under(tmp_path, None)
 
 
