@@ -209,7 +209,7 @@ def test_session_pool_spread_over_workers(tmp_path: Path, py92: str) -> None:
     assert (rc, ids(rep)) == (1, ["session-pool-spread"])
     f = rep["findings"][0]
     assert "cpu_pool" in f["title"] and "tmp_db" not in f["title"]
-    assert "gw0 (2), gw1 (2)" in f["evidence"][0]
+    assert "gw0 (2), gw1 (2), 100 MiB per copy, 2 copies" in f["evidence"][0]
 
 
 def test_file_exceeding_budget(tmp_path: Path, py92: str) -> None:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from suitefit.cli._common import history_option
 from suitefit.doctor import Report, diagnose
 from suitefit.units import fmt_s
 
@@ -48,8 +49,10 @@ def render(report: Report) -> str:
               help="Interpreter that runs your tests (default: the one suitefit runs in).")
 @click.option("--json", "as_json", is_flag=True, help="Print the findings as JSON.")
 @click.option("--refresh-probe", is_flag=True, help="Run the loadgroup probe even if a cached answer exists.")
+@history_option
 @click.argument("pytest_args", nargs=-1, type=click.UNPROCESSED)
-def command(python: str | None, as_json: bool, refresh_probe: bool, pytest_args: tuple[str, ...]) -> int:
+def command(python: str | None, as_json: bool, refresh_probe: bool, history_path: Path | None,
+            pytest_args: tuple[str, ...]) -> int:
     """Find the silent traps in the suite's parallel set-up.
 
     Reads the pytest configuration (ini file, addopts, PYTEST_ADDOPTS and PYTEST ARGS
@@ -57,7 +60,8 @@ def command(python: str | None, as_json: bool, refresh_probe: bool, pytest_args:
     limit and the history; runs a tiny probe suite when loadgroup is in use. Exit 0:
     clean, 1: findings, 2: bad input.
     """
-    report = diagnose(Path.cwd(), python, pytest_args, refresh_probe=refresh_probe)
+    report = diagnose(Path.cwd(), python, pytest_args, refresh_probe=refresh_probe,
+                      history_path=history_path)
     if as_json:
         click.echo(json.dumps(report.to_json(), indent=2))
     else:

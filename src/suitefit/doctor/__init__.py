@@ -105,7 +105,7 @@ def read_target(python: str, project: Path, pytest_args: Sequence[str]) -> Targe
 
 
 def diagnose(project: Path, python: str | None = None, pytest_args: Sequence[str] = (),
-             *, refresh_probe: bool = False) -> Report:
+             *, refresh_probe: bool = False, history_path: Path | None = None) -> Report:
     """Gather the facts and run every check; raises ``SuitefitError`` on bad input."""
     t0 = timing.perf_counter()
     project = project.resolve()
@@ -120,7 +120,7 @@ def diagnose(project: Path, python: str | None = None, pytest_args: Sequence[str
         budget_source = f"[tool.suitefit] memory_budget in {config.pyproject}"
     else:
         budget, budget_source = detect_budget(config.memory_margin)
-    history_path = config.history_path
+    history_path = history_path or config.history_path
     history = History(history_path, create=False) if history_path.is_file() else None
     cache = history_path.parent / PROBE_CACHE
 

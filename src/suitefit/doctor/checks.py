@@ -290,9 +290,11 @@ def check_pool_spread(ctx: Context) -> list[Finding]:
         return []
     run_id = int(rows[0][0])
     procs: dict[str, dict[str, int]] = defaultdict(dict)
+    mb: dict[str, list[float]] = defaultdict(list)
     for fx in h.fixtures(run_id):
         if fx.procs > 0 and fx.scope in ("session", "package"):
             procs[fx.name][fx.worker] = fx.procs
+            mb[fx.name].append(fx.mb)
     if not procs:
         return []
     file_workers: dict[str, set[str]] = defaultdict(set)
@@ -308,8 +310,10 @@ def check_pool_spread(ctx: Context) -> list[Finding]:
             continue
         names.append(name)
         started = ", ".join(f"{w} ({n})" for w, n in sorted(by_worker.items()))
-        evidence.append(f"run {run_id}: fixture {name} started processes on {started}; "
-                        f"its {len(files)} file(s) ran on {len(workers)} workers: {', '.join(sorted(workers))}")
+        copies = len(by_worker)
+        evidence.append(f"run {run_id}: fixture {name} started processes on {started}, "
+                        f"{fmt_mb(max(mb[name]))} per copy, {copies} copies; its {len(files)} file(s) "
+                        f"ran on {len(workers)} workers: {', '.join(sorted(workers))}")
     if not names:
         return []
     return [Finding(
