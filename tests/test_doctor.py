@@ -289,3 +289,22 @@ def test_interpreter_without_pytest_is_one_line(tmp_path: Path) -> None:
 def test_missing_interpreter_is_one_line(tmp_path: Path) -> None:
     rc, _, err = doctor(project(tmp_path, "clean"), str(tmp_path / "nope" / "python"))
     assert rc == 2 and err.count("\n") == 1 and "no such executable" in err
+
+
+# -- the default interpreter, and what doctor must not do ----------------------------------------
+
+
+def test_default_interpreter_is_the_one_suitefit_runs_in(tmp_path: Path) -> None:
+    rc, rep, err = doctor(project(tmp_path, "clean"), None)
+    assert (rc, rep["findings"], err) == (0, [], "")
+    assert rep["python"] == sys.executable
+
+
+def test_doctor_never_runs_the_projects_tests(tmp_path: Path, py92: str) -> None:
+    root = project(tmp_path, "loadgroup")  # loadgroup in use: the probe runs, but in its own folder
+    (root / "test_marker.py").write_text(
+        "from pathlib import Path\n\ndef test_mark():\n    Path(__file__).with_name('RAN').write_text('x')\n")
+    rc, rep, _ = doctor(root, py92, "--refresh-probe")
+    assert rc == 1 and rep["probe"]["cached"] is False
+    assert not (root / "RAN").exists()
+    assert rep["wall_s"] < 60  # sanity bound only; figures come from benchmarks, not unit tests

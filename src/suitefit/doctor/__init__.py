@@ -128,7 +128,7 @@ def diagnose(project: Path, python: str | None = None, pytest_args: Sequence[str
         return probe(python, str(facts.get("pytest")), str(facts.get("xdist")), cache, refresh_probe)
 
     ctx = Context(
-        project=project, facts=facts, cpus=cpu_facts(), scan=scan_group_marks(rootpath),
+        project=project, facts=facts, cpus=cpu_facts(), scan=scan_group_marks(rootpath, facts.get("collect")),
         fail_under=coverage_fail_under(project, facts.get("cov_config")), history=history,
         history_path=history_path, budget_mb=budget, budget_source=budget_source, run_probe=run_probe)
     if history is None:

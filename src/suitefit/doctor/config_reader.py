@@ -10,7 +10,9 @@ pytest. This module adds what pytest does not read: coverage.py's config files (
 from __future__ import annotations
 
 import configparser
+import fnmatch
 import os
+import re
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -164,27 +166,51 @@ class SourceScan:
     notes: list[str] = field(default_factory=list)
 
 
-def _py_files(root: Path) -> Iterator[Path]:
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(
-            d for d in dirnames if not d.startswith(".") and d not in _SKIP_DIRS
-            and not (Path(dirpath, d) / "pyvenv.cfg").exists()
-        )
-        for name in sorted(filenames):
-            if name.endswith(".py"):
-                yield Path(dirpath, name)
+# A mark in use, not a mention: @pytest.mark.xdist_group(...), add_marker("xdist_group"...),
+# Mark("xdist_group", ...), pytestmark = [...xdist_group...].
+_MARK_USE = re.compile(rb"""mark\.xdist_group\s*\(|(?:add_marker|Mark)\(\s*["']xdist_group["']""")
+_PYTEST_INIS = ("pytest.ini", ".pytest.ini")
 
 
-def scan_group_marks(root: Path) -> SourceScan:
-    """Which Python files under ``root`` mention ``xdist_group`` (marks, or hooks adding them)."""
+def _test_files(root: Path, starts: Sequence[Path], patterns: Sequence[str],
+                norecurse: Sequence[str]) -> Iterator[Path]:
+    """The files pytest would look at by name (``python_files`` and conftest.py), walking as it
+    does (``norecursedirs``, no virtualenvs); folders holding their own pytest.ini are other
+    projects (fixtures) and are skipped."""
+    for start in starts:
+        if start.is_file():
+            yield start
+            continue
+        for dirpath, dirnames, filenames in os.walk(start):
+            here = Path(dirpath)
+            dirnames[:] = sorted(
+                d for d in dirnames
+                if not any(fnmatch.fnmatch(d, pat) for pat in norecurse)
+                and d not in _SKIP_DIRS
+                and not (here / d / "pyvenv.cfg").exists()
+                and not any((here / d / ini).is_file() for ini in _PYTEST_INIS)
+            )
+            for name in sorted(filenames):
+                if name == "conftest.py" or (name.endswith(".py") and any(fnmatch.fnmatch(name, pat) for pat in patterns)):
+                    yield here / name
+
+
+def scan_group_marks(root: Path, collect: dict[str, list[str]] | None = None) -> SourceScan:
+    """Which test files and conftests under the suite's testpaths put ``xdist_group`` marks on tests."""
+    collect = collect or {}
+    starts = [root / p for p in collect.get("testpaths") or []] or [root]
+    starts = [p for p in starts if p.exists()] or [root]
+    patterns = collect.get("python_files") or ["test_*.py", "*_test.py"]
+    norecurse = collect.get("norecursedirs") or [".*", "*.egg", "_darcs", "build", "CVS", "dist",
+                                                 "node_modules", "venv", "{arch}"]
     hits: list[str] = []
     n = 0
-    for n, path in enumerate(_py_files(root), 1):
+    for n, path in enumerate(_test_files(root, starts, patterns, norecurse), 1):
         if n > _MAX_FILES:
             return SourceScan(tuple(hits), n - 1, truncated=True)
         try:
-            if b"xdist_group" in path.read_bytes():
-                hits.append(str(path.relative_to(root)))
+            if _MARK_USE.search(path.read_bytes()):
+                hits.append(str(path.relative_to(root)) if path.is_relative_to(root) else str(path))
         except OSError:
             continue
     return SourceScan(tuple(hits), n)

@@ -88,7 +88,14 @@ def _facts(args):
         env_ini = list(config.getini("env"))  # pytest-env's ini key, when installed
     except (ValueError, KeyError):
         env_ini = None
+    collect = {}
+    for key in ("testpaths", "python_files", "norecursedirs"):
+        try:
+            collect[key] = [str(x) for x in config.getini(key)]
+        except (ValueError, KeyError):
+            collect[key] = []
     facts = {
+        "collect": collect,
         "python": sys.executable,
         "python_version": "{}.{}.{}".format(*sys.version_info[:3]),
         "pytest": pytest.__version__,
