@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -73,8 +74,10 @@ class Report:
 
 def read_target(python: str, project: Path, pytest_args: Sequence[str]) -> TargetFacts:
     """Ask ``python``'s pytest what the suite's options are; one clear line when it cannot say."""
-    if not (os.path.isfile(python) and os.access(python, os.X_OK)):
+    found = shutil.which(python) if os.sep not in python else python
+    if not found or not (os.path.isfile(found) and os.access(found, os.X_OK)):
         raise SuitefitError(f"--python {python}: no such executable")
+    python = found
     with tempfile.TemporaryDirectory(prefix="suitefit-doctor-") as tmp:
         out = Path(tmp) / "facts.json"
         env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
@@ -114,6 +117,7 @@ def diagnose(project: Path, python: str | None = None, pytest_args: Sequence[str
     silence = parse_silence(config.section("doctor"), where)
     python = python or sys.executable
     facts = read_target(python, project, pytest_args)
+    python = str(facts.get("python") or python)  # as the target names itself (PATH lookups resolved)
     rootpath = Path(str(facts.get("rootpath") or project))
     budget = config.memory_budget_mb
     if budget is not None:
