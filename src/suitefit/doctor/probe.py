@@ -105,6 +105,8 @@ def _store(cache: Path, result: ProbeResult) -> None:
 def run_probe(python: str, pytest_version: str, xdist_version: str) -> ProbeResult:
     """Run the throw-away grouped suite under ``python``; never touches the user's project."""
     t0 = timing.perf_counter()
+    if os.sep in python:
+        python = os.path.abspath(python)  # the probe runs in its own folder
     env = {k: v for k, v in os.environ.items()
            if k not in ("PYTEST_ADDOPTS", "PYTEST_XDIST_AUTO_NUM_WORKERS", "PYTEST_PLUGINS")}
     env["PYTHONDONTWRITEBYTECODE"] = "1"
