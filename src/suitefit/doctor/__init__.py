@@ -101,7 +101,10 @@ def read_target(python: str, project: Path, pytest_args: Sequence[str]) -> Targe
         raise SuitefitError(f"{python} has no pytest installed ({raw.get('message')}): point --python "
                             "at the interpreter that runs your tests")
     if err == "usage":
-        raise SuitefitError(f"pytest rejects the suite's configuration: {raw.get('message')}")
+        msg = str(raw.get("message"))
+        hint = (f"; is the plugin that defines it installed in {python}?"
+                if "unrecognized arguments" in msg else "")
+        raise SuitefitError(f"pytest rejects the suite's configuration: {msg}{hint}")
     if err:
         raise SuitefitError(f"pytest could not load the suite's configuration: {raw.get('message')}")
     return TargetFacts(raw)

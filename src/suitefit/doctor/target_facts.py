@@ -49,6 +49,16 @@ def _describe(e):
     return text
 
 
+def _usage_message(text):
+    """argparse's multi-line complaint -> "unrecognized arguments: --x (inifile: ...)"."""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    errors = [ln.split("error:", 1)[1].strip() for ln in lines if "error:" in ln]
+    ini = [ln for ln in lines if ln.startswith("inifile:")]
+    if not errors:
+        return " ".join(text.split())
+    return errors[0] + (f" ({ini[0]})" if ini else "")
+
+
 def _opt(config, name):
     return getattr(config.option, name, None)
 
@@ -63,7 +73,7 @@ def _facts(args):
     try:
         config = _prepareconfig(list(args))
     except UsageError as e:
-        return {"error": "usage", "message": " ".join(str(e).split())}
+        return {"error": "usage", "message": _usage_message(str(e))}
     except SystemExit as e:
         return {"error": "usage", "message": f"pytest exited with {e.code!r} while reading its options"}
     except Exception as e:  # a conftest that fails to import, a broken plugin
