@@ -127,7 +127,8 @@ def check_n_auto(ctx: Context) -> list[Finding]:
     fewer = auto < usable
     return [Finding(
         "n-auto-miscount",
-        f"-n {mode} starts {auto} workers on a machine that gives this run {usable} CPUs: "
+        f"-n {mode} starts {auto} worker{'s' * (auto != 1)} on a machine that gives this run "
+        f"{usable} CPU{'s' * (usable != 1)}: "
         + ("half-idle runner" if fewer and auto * 2 <= usable else "idle CPUs" if fewer
            else "workers compete for CPUs and each pays the startup"),
         (f"-n {mode} from {f.origin('-n', '--numprocesses')}: xdist counts {how}",
