@@ -183,7 +183,7 @@ def test_n_auto_counts_more_workers_than_usable_cpus(tmp_path: Path, py92: str) 
     rc, rep, _ = doctor(root, py92, affinity={0})  # the run may use 1 CPU; psutil counts the machine's cores
     assert (rc, ids(rep)) == (1, ["n-auto-miscount"])
     ev = " ".join(rep["findings"][0]["evidence"])
-    assert "psutil physical cores" in ev and "1 usable by this run (CPU affinity" in ev
+    assert "psutil physical cores" in ev and "1 usable by this run: CPUs this process may use (affinity)" in ev
 
 
 def test_payoff_from_measured_startup(tmp_path: Path, py92: str) -> None:

@@ -1,57 +1,14 @@
-"""doctor's readers on real files: cgroup trees, coverage config files, silences, option origins."""
+"""doctor's readers on real files: coverage config files, group marks, silences, option origins."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import psutil
 import pytest
 
 from suitefit.doctor.config_reader import TargetFacts, coverage_fail_under, scan_group_marks
 from suitefit.doctor.findings import CATALOG, parse_silence
-from suitefit.doctor.machine import cgroup_cpu_quota, cgroup_memory_limit, detect_budget
 from suitefit.errors import SuitefitError
-
-GIB = 1024 ** 3
-
-
-def cgroup_tree(tmp_path: Path, proc: str, files: dict[str, str]) -> tuple[Path, Path]:
-    sys_cg = tmp_path / "sys"
-    for rel, text in files.items():
-        p = sys_cg / rel
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(text)
-    proc_cg = tmp_path / "cgroup"
-    proc_cg.write_text(proc)
-    return sys_cg, proc_cg
-
-
-def test_v2_limit_of_a_parent_applies(tmp_path: Path) -> None:
-    sys_cg, proc_cg = cgroup_tree(tmp_path, "0::/ci/job\n", {
-        "ci/memory.max": str(8 * GIB), "ci/job/memory.max": "max", "memory.max": "max"})
-    mb, source = detect_budget(0.10, sys_cgroup=sys_cg, proc_cgroup=proc_cg)
-    assert mb == pytest.approx(8 * 1024 * 0.9)
-    assert "cgroup v2" in source and "ci/memory.max" in source and "8.00 GiB minus 10% margin" in source
-
-
-def test_v1_limit_and_unlimited_marker(tmp_path: Path) -> None:
-    sys_cg, proc_cg = cgroup_tree(tmp_path, "4:memory:/docker/abc\n1:cpu:/\n", {
-        "memory/docker/abc/memory.limit_in_bytes": str(2 * GIB),
-        "memory/memory.limit_in_bytes": "9223372036854771712"})
-    lim = cgroup_memory_limit(sys_cg, proc_cg)
-    assert lim is not None and lim.mb == 2048 and "cgroup v1" in lim.source
-
-
-def test_no_cgroup_limit_falls_back_to_total_ram(tmp_path: Path) -> None:
-    sys_cg, proc_cg = cgroup_tree(tmp_path, "4:memory:/\n", {"memory/memory.limit_in_bytes": "9223372036854771712"})
-    mb, source = detect_budget(0.10, sys_cgroup=sys_cg, proc_cgroup=proc_cg)
-    assert mb == pytest.approx(psutil.virtual_memory().total / 2**20 * 0.9)
-    assert source.startswith("total RAM")
-
-
-def test_cpu_quota(tmp_path: Path) -> None:
-    sys_cg, proc_cg = cgroup_tree(tmp_path, "0::/job\n", {"job/cpu.max": "150000 100000", "cpu.max": "max 100000"})
-    assert cgroup_cpu_quota(sys_cg, proc_cg) == 1.5
 
 
 @pytest.mark.parametrize(("name", "text", "expect"), [

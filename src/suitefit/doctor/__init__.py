@@ -19,11 +19,12 @@ from pathlib import Path
 from typing import Any
 
 from suitefit import timing
+from suitefit.budget import detect_budget
 from suitefit.config import load_config
 from suitefit.doctor.checks import CHECKS, Context
 from suitefit.doctor.config_reader import TargetFacts, coverage_fail_under, scan_group_marks
 from suitefit.doctor.findings import CATALOG, Finding, apply_silence, parse_silence
-from suitefit.doctor.machine import cpu_facts, detect_budget
+from suitefit.doctor.machine import cpu_facts
 from suitefit.doctor.probe import ProbeResult, probe
 from suitefit.errors import SuitefitError
 from suitefit.history import History
@@ -122,11 +123,7 @@ def diagnose(project: Path, python: str | None = None, pytest_args: Sequence[str
     facts = read_target(python, project, pytest_args)
     python = str(facts.get("python") or python)  # as the target names itself (PATH lookups resolved)
     rootpath = Path(str(facts.get("rootpath") or project))
-    budget = config.memory_budget_mb
-    if budget is not None:
-        budget_source = f"[tool.suitefit] memory_budget in {config.pyproject}"
-    else:
-        budget, budget_source = detect_budget(config.memory_margin)
+    budget = detect_budget(cfg=config)  # the planner's budget: config, else cgroup/RAM minus margin
     history_path = history_path or config.history_path
     history = History(history_path, create=False) if history_path.is_file() else None
     cache = history_path.parent / PROBE_CACHE
@@ -137,7 +134,7 @@ def diagnose(project: Path, python: str | None = None, pytest_args: Sequence[str
     ctx = Context(
         project=project, facts=facts, cpus=cpu_facts(), scan=scan_group_marks(rootpath, facts.get("collect")),
         fail_under=coverage_fail_under(project, facts.get("cov_config")), history=history,
-        history_path=history_path, budget_mb=budget, budget_source=budget_source, run_probe=run_probe)
+        history_path=history_path, budget_mb=budget.memory_mb, budget_source=budget.memory_source, run_probe=run_probe)
     if history is None:
         ctx.notes.append(f"history checks skipped: no history at {history_path} "
                          "(run `suitefit profile` to record one)")

@@ -133,7 +133,7 @@ def check_n_auto(ctx: Context) -> list[Finding]:
            else "workers compete for CPUs and each pays the startup"),
         (f"-n {mode} from {f.origin('-n', '--numprocesses')}: xdist counts {how}",
          f"this machine: {ctx.cpus.logical} logical CPUs, {ctx.cpus.physical or '?'} physical cores, "
-         f"{usable} usable by this run ({ctx.cpus.source})"),
+         f"{usable} usable by this run: {ctx.cpus.source}"),
         f"Pin the width: -n {usable} (or take the count from `suitefit plan`, which weighs the "
         "measured per-worker startup); a fixed -n behaves the same on every machine.",
     )]
