@@ -9,17 +9,18 @@ from __future__ import annotations
 
 import os
 import re
-import statistics
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from suitefit.costs import DEFAULT_WORKER, build_cost_model
 from suitefit.doctor.config_reader import FailUnder, SourceScan, TargetFacts
 from suitefit.doctor.findings import Finding
 from suitefit.doctor.machine import CpuFacts
 from suitefit.doctor.probe import ProbeResult
 from suitefit.history import History
+from suitefit.model import CostModel
 from suitefit.units import fmt_mb, fmt_s
 
 RECENT_RUNS = 5  # how many recent runs the history checks look at
@@ -41,6 +42,7 @@ class Context:
     run_probe: Callable[[], ProbeResult]
     notes: list[str] = field(default_factory=list)
     probe: ProbeResult | None = None
+    cost_model: CostModel | None = None
 
 
 def _n_text(ctx: Context) -> str:
@@ -245,36 +247,40 @@ def _recent_runs(h: History, table: str, n: int = RECENT_RUNS) -> list[int]:
     return [int(r[0]) for r in rows]
 
 
+def _costs(ctx: Context) -> CostModel | None:
+    """The planner's cost model of this history (the same numbers `suitefit plan` uses)."""
+    if ctx.history is None:
+        return None
+    if ctx.cost_model is None:
+        ctx.cost_model = build_cost_model(ctx.history)
+    return ctx.cost_model
+
+
 def check_payoff(ctx: Context) -> list[Finding]:
-    h, f = ctx.history, ctx.facts
+    f = ctx.facts
     w = f.workers
-    if h is None or not w or w < 2:
+    cm = _costs(ctx)
+    if cm is None or not w or w < 2:
         return []
-    rows = h.execute(
-        "SELECT r.id FROM runs r WHERE r.status != 'running' "
-        "AND EXISTS (SELECT 1 FROM workers w WHERE w.run_id = r.id AND w.startup_s IS NOT NULL) "
-        "AND EXISTS (SELECT 1 FROM files f WHERE f.run_id = r.id) ORDER BY r.id DESC LIMIT 1")
-    if not rows:
+    if cm.worker is DEFAULT_WORKER or not cm.files:
         ctx.notes.append("workers-exceed-payoff: not checked: no run in the history measured worker startup")
         return []
-    run_id = int(rows[0][0])
-    startups = [r[0] for r in h.execute(
-        "SELECT startup_s FROM workers WHERE run_id = ? AND startup_s IS NOT NULL", [run_id])]
-    startup = float(statistics.median(startups))
-    work = float(h.execute("SELECT SUM(wall_s) FROM files WHERE run_id = ?", [run_id])[0][0] or 0.0)
+    startup = cm.worker.startup_s
+    work = sum(fc.wall_s for fc in cm.files if fc.measured)
     if startup <= 0:
         return []
     pays = max(1, int(work / startup))
     if w <= pays:
         return []
+    wnote = next((n for n in cm.notes if n.startswith("worker startup")), "")
     return [Finding(
         "workers-exceed-payoff",
         f"{w} workers, but the measured startup pays for at most {pays}: beyond that each worker "
         "spends longer starting than on the tests it takes over",
         (_n_text(ctx),
-         f"run {run_id}: a worker takes {fmt_s(startup)} to start (median of {len(startups)}: "
-         "interpreter, imports, collection)",
-         f"run {run_id}: the files' tests take {fmt_s(work)} in all, {fmt_s(work / w)} per worker at -n {w}"),
+         f"a worker takes {fmt_s(startup)} to start (interpreter, imports, collection): {wnote}",
+         f"the files' tests take {fmt_s(work)} in all ({len(cm.files)} files, median of their last "
+         f"runs), {fmt_s(work / w)} per worker at -n {w}"),
         f"Use -n {pays} or fewer (`suitefit plan` predicts the wall time for each count).",
     )]
 
@@ -328,27 +334,19 @@ def check_pool_spread(ctx: Context) -> list[Finding]:
 
 
 def check_file_budget(ctx: Context) -> list[Finding]:
-    h = ctx.history
-    if h is None:
+    cm = _costs(ctx)
+    if cm is None:
         return []
-    runs = _recent_runs(h, "files")
-    if not runs:
+    measured = [fc for fc in cm.files if fc.measured]
+    if not measured:
         ctx.notes.append("file-exceeds-budget: not checked: no file measurements in the history")
         return []
-    worst: dict[str, tuple[float, float, float, int]] = {}  # path -> (need, peak, baseline, run)
-    for run_id in runs:
-        base_rows = [r[0] for r in h.execute(
-            "SELECT baseline_mb FROM workers WHERE run_id = ? AND baseline_mb IS NOT NULL", [run_id])]
-        for fr in h.files(run_id):
-            base = float(statistics.median(base_rows)) if base_rows else fr.baseline_mb
-            need = fr.peak_mb + base
-            if fr.path not in worst or need > worst[fr.path][0]:
-                worst[fr.path] = (need, fr.peak_mb, base, run_id)
-    over = sorted(((p, v) for p, v in worst.items() if v[0] > ctx.budget_mb), key=lambda x: -x[1][0])
+    base = cm.worker.baseline_mb if cm.worker is not DEFAULT_WORKER else 0.0
+    over = sorted((fc for fc in measured if fc.peak_mb + base > ctx.budget_mb), key=lambda fc: -fc.peak_mb)
     if not over:
         return []
-    lines = [f"{p}: {fmt_mb(peak)} above its worker's baseline + {fmt_mb(base)} import baseline "
-             f"= {fmt_mb(need)} (run {run})" for p, (need, peak, base, run) in over]
+    lines = [f"{fc.path}: {fmt_mb(fc.peak_mb)} above its worker's baseline (largest of its recent runs) "
+             f"+ {fmt_mb(base)} worker baseline = {fmt_mb(fc.peak_mb + base)}" for fc in over]
     return [Finding(
         "file-exceeds-budget",
         f"{len(over)} test file(s) need more memory alone than the budget of {fmt_mb(ctx.budget_mb)}: "
