@@ -6,6 +6,7 @@ what happened (tests record their own worker and pid), not what was asked for.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
@@ -212,7 +213,7 @@ def test_hogs_that_do_not_fit_together_never_overlap(tmp_path: Path) -> None:
     assert res.returncode == 0, res.stdout + res.stderr
     rows = {r["test"]: r["t"] for r in where(tmp_path)}
     spans = sorted((rows[f"h{i}::start"], rows[f"h{i}::end"]) for i in (1, 2, 3))
-    for (_, end), (start, _) in zip(spans, spans[1:]):
+    for (_, end), (start, _) in itertools.pairwise(spans):
         assert start >= end - 0.05, spans
     with History(tmp_path / "h.sqlite") as h:
         run = h.runs(limit=1)[0]
