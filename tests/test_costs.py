@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from plan_synth import SynthFile, SynthFixture, SynthRun, pool_suite, write_history
 
 from suitefit.config import load_config
 from suitefit.costs import build_cost_model, load_cost_model
 from suitefit.history import History
-from plan_synth import SynthFile, SynthFixture, SynthRun, pool_suite, write_history
 
 
 def _one_worker(files: dict[str, SynthFile]) -> dict[str, list[str]]:

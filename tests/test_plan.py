@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from suitefit.errors import SuitefitError
@@ -61,11 +63,11 @@ def test_hogs_are_serialised_inside_the_budget() -> None:
     assert len(hog_lines) == 3 and sum("serialised" in r for r in hog_lines) >= 2
     sim = simulate(plan, startup_s=1.0, baseline_mb=100.0, budget_mb=budget.memory_mb, cpus=4)
     spans = sorted(sim.spans[f"tests/test_hog{i}.py"][1:] for i in range(3))
-    assert all(a[1] <= b[0] + 1e-9 for a, b in zip(spans, spans[1:], strict=False))  # never overlap
+    assert all(a[1] <= b[0] + 1e-9 for a, b in itertools.pairwise(spans))  # never overlap
 
 
 def test_unit_over_budget_runs_alone_with_a_warning() -> None:
-    files = _files(3) + [FileCost("tests/test_huge.py", 1.0, 5000.0)]
+    files = [*_files(3), FileCost("tests/test_huge.py", 1.0, 5000.0)]
     plan = make_plan(_costs(files), Budget(1000, 2))
     assert any("tests/test_huge.py" in w and "runs alone" in w for w in plan.warnings)
     assert any("over the budget even alone" in r for r in plan.reasons)

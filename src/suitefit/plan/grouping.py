@@ -9,7 +9,6 @@ off the critical path. User-declared groups are units exactly as declared.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
