@@ -15,6 +15,7 @@ it once the units running before it finish (so small units cannot starve a hog).
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import statistics
 from collections.abc import Collection, Sequence
@@ -61,6 +62,7 @@ class Dispatcher:
             (sl.least, i, sl) for i, sl in enumerate(self._slots)]
         heapq.heapify(self._least)
         self._tiebreak = len(self._slots)
+        self._sorted_least = sorted(sl.least for sl in self._slots)
         self._workers: list[str] = []
         self._held: dict[str, set[str]] = {}
         self._running: dict[str, tuple[Unit, float]] = {}  # worker -> (unit, mb it added)
@@ -145,40 +147,36 @@ class Dispatcher:
         while self._head < len(slots) and slots[self._head].taken:
             self._head += 1
         blocked = self._blocked if (self._blocked and not self._blocked.taken) else None
+        if blocked is not None and not self._can_ever_fit(blocked):
+            blocked = None  # it can never fit, even alone: it runs alone at the end, reserve nothing
         backfill_mb = sum(self._running[w][1] for w in self._running
                           if self._running[w][0].name in self._backfill)
-        if self._running:
-            room = self.budget_mb - effective
-            if blocked is not None:
-                room = min(room, self.budget_mb - (self.floor_mb + self._resident_mb + backfill_mb
-                                                   + blocked.unit.peak_mb))
-            least = self._least
-            while least and least[0][2].taken:
-                heapq.heappop(least)
-            blocked_fits = blocked is not None and (
-                effective + self._need(blocked.unit, worker) <= self.budget_mb)
-            if least and least[0][0] > room and not blocked_fits:  # nothing can start now
-                if blocked is None and self._head < len(slots):
-                    self._block(slots[self._head], worker, effective)
-                return None
+        least = self._least
+        while least and least[0][2].taken:
+            heapq.heappop(least)
+        room = self.budget_mb - effective
+        if blocked is not None:
+            room = min(room, self.budget_mb - (self.floor_mb + self._resident_mb + backfill_mb
+                                               + blocked.unit.peak_mb))
+        blocked_fits = blocked is not None and (
+            effective + self._need(blocked.unit, worker) <= self.budget_mb)
+        if least and least[0][0] > room and not blocked_fits:  # nothing can start beside others
+            if not self._running and self._head < len(slots):
+                return self._start_alone(slots[self._head], worker, effective)
+            if blocked is None and self._head < len(slots) and self._can_ever_fit(slots[self._head]):
+                self._block(slots[self._head], worker, effective)
+            return None
+        head: _Slot | None = None
+        free = self.budget_mb - effective
         for i in range(self._head, len(slots)):
             slot = slots[i]
             if slot.taken:
                 continue
+            head = head or slot
             unit = slot.unit
-            need = self._need(unit, worker)
-            if not self._running:
-                # nothing runs: the head starts, fitting or not (it never fits better than now)
-                if effective + need > self.budget_mb:
-                    msg = (f"{unit.name} needs {fmt_mb(need)} on top of {fmt_mb(effective)}: "
-                           f"{fmt_mb(effective + need)} > budget {fmt_mb(self.budget_mb)}; "
-                           f"it runs alone on {worker}")
-                    self.warnings.append(msg)
-                    self._note(f"{worker}: start {unit.name} ALONE over budget ({msg})")
-                    return self._start(slot, worker, need, alone=True)
-                return self._start(slot, worker, need, effective=effective)
-            if effective + need > self.budget_mb:
-                if blocked is None:
+            need = slot.least if slot.least > free or not unit.fixtures else self._need(unit, worker)
+            if need > free:
+                if blocked is None and self._running and self._can_ever_fit(slot):
                     blocked = slot
                     self._block(slot, worker, effective)
                 continue
@@ -188,10 +186,53 @@ class Dispatcher:
                            + blocked.unit.peak_mb)
                 if reserve > self.budget_mb:
                     continue
+            if self._shuts_out_a_hog(slot, worker):
+                continue
+            if blocked is not None and blocked is not slot:
                 self._backfill.add(unit.name)
             return self._start(slot, worker, need, effective=effective)
+        if not self._running and head is not None:
+            # nothing runs and nothing passed: the head starts anyway (it never fits better)
+            return self._start_alone(head, worker, effective)
         self._fail_at[held_key] = effective
         return None
+
+    def _can_ever_fit(self, slot: _Slot) -> bool:
+        return self.floor_mb + self._resident_mb + slot.least <= self.budget_mb
+
+    def _start_alone(self, slot: _Slot, worker: str, effective: float) -> Unit:
+        need = self._need(slot.unit, worker)
+        if effective + need <= self.budget_mb:
+            return self._start(slot, worker, need, effective=effective)
+        msg = (f"{slot.unit.name} needs {fmt_mb(need)} on top of {fmt_mb(effective)}: "
+               f"{fmt_mb(effective + need)} > budget {fmt_mb(self.budget_mb)}; "
+               f"it runs alone on {worker}")
+        self.warnings.append(msg)
+        self._note(f"{worker}: start {slot.unit.name} ALONE over budget ({msg})")
+        return self._start(slot, worker, need, alone=True)
+
+    def _shuts_out_a_hog(self, slot: _Slot, worker: str) -> bool:
+        """Would the fixtures this unit leaves resident stop a pending unit from ever fitting?
+
+        Session fixtures stay until the worker ends, so memory they hold is never freed
+        for a hog still waiting: run such hogs before setting up more resident memory.
+        """
+        unit = slot.unit
+        if not unit.fixtures:
+            return False
+        held = self._held[worker]
+        added = sum(self._fx_mb.get(f, 0.0) for f in unit.fixtures if f not in held)
+        if added <= 0:
+            return False
+        room = self.budget_mb - self.floor_mb - self._resident_mb  # what a hog can ever get
+        leasts = self._sorted_least
+        # a pending unit (not this one) with least in (room - added, room] fits now, not after
+        lo = bisect.bisect_right(leasts, room - added)
+        hi = bisect.bisect_right(leasts, room)
+        n = hi - lo
+        if n and lo <= bisect.bisect_left(leasts, slot.least) < hi:
+            n -= 1  # that one is the unit itself
+        return n > 0
 
     def _block(self, slot: _Slot, worker: str, effective: float) -> None:
         if self._blocked is slot:
@@ -206,8 +247,7 @@ class Dispatcher:
     def _start(self, slot: _Slot, worker: str, need: float, *, alone: bool = False,
                effective: float = 0.0) -> Unit:
         unit = slot.unit
-        slot.taken = True
-        self._pending -= 1
+        self._take(slot)
         self._running[worker] = (unit, need)
         self._running_mb += need
         if self._blocked is slot:
@@ -218,6 +258,12 @@ class Dispatcher:
             self._note(f"{worker}: start {unit.name} (+{fmt_mb(need)}: tree "
                        f"{fmt_mb(effective)} -> {fmt_mb(effective + need)} of {fmt_mb(self.budget_mb)})")
         return unit
+
+    def _take(self, slot: _Slot) -> None:
+        slot.taken = True
+        self._pending -= 1
+        i = bisect.bisect_left(self._sorted_least, slot.least)
+        del self._sorted_least[i]
 
     def unit_done(self, worker: str, unit_name: str) -> None:
         """``worker`` finished ``unit_name``; its persistent fixtures stay resident there."""
@@ -254,6 +300,7 @@ class Dispatcher:
             self._slots.insert(pos, slot)
             self._tiebreak += 1
             heapq.heappush(self._least, (slot.least, self._tiebreak, slot))
+            bisect.insort(self._sorted_least, slot.least)
             self._pending += 1
         if new:
             self._version += 1
@@ -275,8 +322,7 @@ class Dispatcher:
                 u = s.unit
                 s.unit = Unit(u.name, files, u.wall_s, u.peak_mb, u.fixtures, u.reason)
             else:
-                s.taken = True
-                self._pending -= 1
+                self._take(s)
         if dropped:
             self._version += 1
             self._note(f"dropped {dropped} planned file(s) that were not collected")

@@ -99,13 +99,15 @@ def _plan_one(costs: CostModel, budget: Budget, rules: GroupingRules,
     declared_names = [f"group:{n}" for n, _ in groups.declared]
     worker = costs.worker
 
-    def evaluate(w: int) -> Candidate:
+    def evaluate(w: int, best_wall_s: float | None = None) -> Candidate:
         units, greasons = build_units(groups, fcs, fixtures, workers=w, lane_s=total / w)
         ordered = tuple(order_units(units, declared_names))
         tmp = Plan(workers=w, units=ordered, budget=budget, predicted_wall_s=0.0,
                    predicted_peak_mb=0.0, reasons=(), fixtures=plan_fixtures)
         sim = simulate(tmp, startup_s=worker.startup_s, baseline_mb=worker.baseline_mb,
-                       budget_mb=budget.memory_mb, cpus=budget.cpus)
+                       budget_mb=budget.memory_mb, cpus=budget.cpus,
+                       stop_on_warning=best_wall_s is not None,
+                       give_up_after_s=None if best_wall_s is None else 1.5 * best_wall_s)
         return Candidate(w, ordered, sim, tuple(greasons))
 
     n_units_max = len(groups.declared) + len(groups.singles) + sum(

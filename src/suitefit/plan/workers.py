@@ -35,7 +35,7 @@ def max_workers(budget: Budget, worker: WorkerCost, n_units: int) -> tuple[int, 
             f"memory budget {fmt_mb(budget.memory_mb)} is below one worker's baseline "
             f"{fmt_mb(worker.baseline_mb)}: nothing can run; raise --memory-budget"
         )
-    by_mem = int(budget.memory_mb // worker.baseline_mb) if worker.baseline_mb > 0 else 10**6
+    by_mem = int((budget.memory_mb + 1e-6) // worker.baseline_mb) if worker.baseline_mb > 0 else 10**6
     if budget.workers is not None:
         if budget.workers > by_mem:
             raise SuitefitError(
@@ -65,12 +65,13 @@ def _counts(top: int) -> list[int]:
     return sorted(set(out))
 
 
-def choose_workers(evaluate: Callable[[int], Candidate], budget: Budget, worker: WorkerCost,
+def choose_workers(evaluate: Callable[[int, float | None], Candidate], budget: Budget,
+                   worker: WorkerCost,
                    n_units: int) -> tuple[Candidate, list[str], list[Candidate]]:
     """Evaluate worker counts; return the chosen one, the reasons, and all evaluated."""
     top, reasons = max_workers(budget, worker, n_units)
     if budget.workers is not None:
-        c = evaluate(budget.workers)
+        c = evaluate(budget.workers, None)
         slow = ""
         if budget.workers > budget.cpus:
             slow = f"; more than the {budget.cpus} CPUs, so workers share them (predicted slower)"
@@ -80,12 +81,21 @@ def choose_workers(evaluate: Callable[[int], Candidate], budget: Budget, worker:
     seen: dict[int, Candidate] = {}
 
     def ev(w: int) -> Candidate:
+        # once a count fits, others stop early when they cannot win (over budget, or slower)
         if w not in seen:
-            seen[w] = evaluate(w)
+            fitting = [c.sim.wall_s for c in seen.values() if c.sim.fits and c.sim.complete]
+            seen[w] = evaluate(w, min(fitting) if fitting else None)
         return seen[w]
 
+    best_wall, stale = float("inf"), 0
     for w in _counts(top):
-        ev(w)
+        c = ev(w)
+        if c.sim.fits and c.sim.wall_s < best_wall * (1 - PAYS_FRACTION):
+            best_wall, stale = c.sim.wall_s, 0
+        else:
+            stale += 1
+            if stale >= 3 and top > EXHAUSTIVE_UP_TO:
+                break  # three larger counts in a row that do not pay: more will not either
     if top > EXHAUSTIVE_UP_TO:  # refine between the coarse best's neighbours (bisection)
         lo, hi = 1, top
         for _ in range(12):
@@ -104,7 +114,7 @@ def choose_workers(evaluate: Callable[[int], Candidate], budget: Budget, worker:
             if 1 <= w <= top:
                 ev(w)
     cands = sorted(seen.values(), key=lambda c: c.workers)
-    fitting = [c for c in cands if c.sim.fits]
+    fitting = [c for c in cands if c.sim.fits and c.sim.complete]
     if not fitting:
         chosen = min(cands, key=lambda c: (c.sim.peak_mb, c.sim.wall_s))
         reasons.append(
@@ -119,7 +129,10 @@ def choose_workers(evaluate: Callable[[int], Candidate], budget: Budget, worker:
             f"{fmt_s(chosen.sim.wall_s)}, peak {fmt_mb(chosen.sim.peak_mb)} of {fmt_mb(budget.memory_mb)}")
     more = next((c for c in cands if c.workers == chosen.workers + 1), None)
     if more is not None:
-        if more.sim.fits:
+        if not more.sim.complete:
+            line += (f"; {more.workers} would " + ("put a unit over the budget" if more.sim.warnings
+                     else f"take more than {fmt_s(more.sim.wall_s)}"))
+        elif more.sim.fits:
             gain = (chosen.sim.wall_s - more.sim.wall_s) / chosen.sim.wall_s if chosen.sim.wall_s else 0
             line += (f"; {more.workers} would give {fmt_s(more.sim.wall_s)} ({gain:+.1%} saved, "
                      f"not more than {PAYS_FRACTION:.0%}: another worker costs {fmt_s(worker.startup_s)} "
@@ -130,7 +143,7 @@ def choose_workers(evaluate: Callable[[int], Candidate], budget: Budget, worker:
     elif chosen.workers == top and top == budget.cpus:
         line += "; one per CPU, the most that can run at once"
     fewer = next((c for c in cands if c.workers == chosen.workers - 1), None)
-    if fewer is not None:
+    if fewer is not None and fewer.sim.complete:
         line += f"; {fewer.workers} would take {fmt_s(fewer.sim.wall_s)}"
     reasons.append(line)
     return chosen, reasons, cands
