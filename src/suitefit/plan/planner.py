@@ -123,6 +123,10 @@ def _plan_one(costs: CostModel, budget: Budget, rules: GroupingRules,
                    f"{budget.cpus} CPUs ({budget.cpus_source or 'given'})")
     reasons.append(f"each worker: {fmt_s(worker.startup_s)} startup, {fmt_mb(worker.baseline_mb)} "
                    f"baseline")
+    if costs.serial_peak_mb is not None:
+        reasons.append(f"a serial run peaked at {fmt_mb(costs.serial_peak_mb)}: the floor of what "
+                       f"running at all costs" + (" - above this budget" if
+                                                  costs.serial_peak_mb > budget.memory_mb else ""))
     reasons += wreasons
     for u in chosen.units:
         if u.name.startswith(("fixture:", "group:")):
