@@ -16,7 +16,7 @@ it once the units running before it finish (so small units cannot starve a hog).
 from __future__ import annotations
 
 import bisect
-import heapq
+import math
 import statistics
 from collections.abc import Collection, Sequence
 
@@ -28,13 +28,58 @@ DEFAULT_PEAK_MB = 50.0
 
 
 class _Slot:
-    __slots__ = ("least", "taken", "unit")
+    __slots__ = ("least", "pos", "taken", "unit")
 
-    def __init__(self, unit: Unit, fx_mb: dict[str, float]) -> None:
+    def __init__(self, unit: Unit, fx_mb: dict[str, float], pos: int) -> None:
         self.unit = unit
+        self.pos = pos  # index in the dispatch order
         self.taken = False
         # the least memory it can need: on a worker already holding all its fixtures
         self.least = unit.peak_mb - sum(fx_mb.get(f, 0.0) for f in unit.fixtures)
+
+
+class _MinTree:
+    """Min over slot positions (taken = inf): the first pending slot needing <= x, in O(log n)."""
+
+    def __init__(self, values: Sequence[float]) -> None:
+        n = 1
+        while n < max(1, len(values)):
+            n *= 2
+        self.n = n
+        self.t = [math.inf] * (2 * n)
+        self.t[n:n + len(values)] = values
+        for i in range(n - 1, 0, -1):
+            self.t[i] = min(self.t[2 * i], self.t[2 * i + 1])
+
+    @property
+    def min(self) -> float:
+        return self.t[1]
+
+    def clear(self, i: int) -> None:
+        t = self.t
+        i += self.n
+        t[i] = math.inf
+        i //= 2
+        while i:
+            t[i] = min(t[2 * i], t[2 * i + 1])
+            i //= 2
+
+    def first_at_most(self, start: int, x: float) -> int:
+        """The first position >= start whose value is <= x, or -1."""
+        t, n = self.t, self.n
+        if start >= n or t[1] > x:
+            return -1
+        stack = [(1, 0, n)]
+        while stack:
+            node, lo, hi = stack.pop()
+            if hi <= start or t[node] > x:
+                continue
+            if hi - lo == 1:
+                return lo
+            mid = (lo + hi) // 2
+            stack.append((2 * node + 1, mid, hi))  # right later: left first
+            stack.append((2 * node, lo, mid))
+        return -1
 
 
 class Dispatcher:
@@ -53,15 +98,11 @@ class Dispatcher:
         self.blocked_ever: set[str] = set()  # units that waited for memory at least once
         self._log = log
         self._fx_mb = {f.name: f.mb for f in plan.fixtures}
-        self._slots = [_Slot(u, self._fx_mb) for u in plan.units]
+        self._slots = [_Slot(u, self._fx_mb, i) for i, u in enumerate(plan.units)]
         self._head = 0
         self._pending = len(self._slots)
         self._known = {f for u in plan.units for f in u.files}
-        # (least need, tiebreak, slot) of every pending slot: skip scans nothing can pass
-        self._least: list[tuple[float, int, _Slot]] = [
-            (sl.least, i, sl) for i, sl in enumerate(self._slots)]
-        heapq.heapify(self._least)
-        self._tiebreak = len(self._slots)
+        self._tree = _MinTree([sl.least for sl in self._slots])
         self._sorted_least = sorted(sl.least for sl in self._slots)
         self._workers: list[str] = []
         self._held: dict[str, set[str]] = {}
@@ -69,7 +110,7 @@ class Dispatcher:
         self._resident_mb = 0.0  # fixtures resident on workers
         self._running_mb = 0.0
         self._blocked: _Slot | None = None  # the first unit in order waiting for memory
-        self._backfill: set[str] = set()  # units started beside the blocked one
+        self._backfill: dict[str, float] = {}  # units started beside the blocked one -> mb
         # fruitless scans since the last state change: held fixtures -> effective memory
         self._fail_at: dict[frozenset[str], float] = {}
         self._fail_version = -1
@@ -149,48 +190,43 @@ class Dispatcher:
         blocked = self._blocked if (self._blocked and not self._blocked.taken) else None
         if blocked is not None and not self._can_ever_fit(blocked):
             blocked = None  # it can never fit, even alone: it runs alone at the end, reserve nothing
-        backfill_mb = sum(self._running[w][1] for w in self._running
-                          if self._running[w][0].name in self._backfill)
-        least = self._least
-        while least and least[0][2].taken:
-            heapq.heappop(least)
-        room = self.budget_mb - effective
+        backfill_mb = sum(self._backfill.values())
+        free = self.budget_mb - effective
+        room = free
         if blocked is not None:
             room = min(room, self.budget_mb - (self.floor_mb + self._resident_mb + backfill_mb
                                                + blocked.unit.peak_mb))
-        blocked_fits = blocked is not None and (
-            effective + self._need(blocked.unit, worker) <= self.budget_mb)
-        if least and least[0][0] > room and not blocked_fits:  # nothing can start beside others
-            if not self._running and self._head < len(slots):
-                return self._start_alone(slots[self._head], worker, effective)
-            if blocked is None and self._head < len(slots) and self._can_ever_fit(slots[self._head]):
-                self._block(slots[self._head], worker, effective)
-            return None
-        head: _Slot | None = None
-        free = self.budget_mb - effective
-        for i in range(self._head, len(slots)):
+        head = slots[self._head] if self._head < len(slots) else None
+        if head is not None and self._running and blocked is None and self._can_ever_fit(head) \
+                and self._need(head.unit, worker) > free:
+            blocked = head  # the first unit in order waits for memory
+            self._block(head, worker, effective)
+            room = min(room, self.budget_mb - (self.floor_mb + self._resident_mb + backfill_mb
+                                               + head.unit.peak_mb))
+        if blocked is not None:
+            need = self._need(blocked.unit, worker)
+            if need <= free and not self._shuts_out_a_hog(blocked, worker):
+                return self._start(blocked, worker, need, effective=effective)
+        # others: within what is free, and (beside a waiting unit) within its reserve
+        limit = free if blocked is None else min(free, room)
+        tree = self._tree
+        i = self._head
+        while True:
+            i = tree.first_at_most(i, limit)
+            if i < 0:
+                break
             slot = slots[i]
-            if slot.taken:
+            i += 1
+            if slot is blocked:
                 continue
-            head = head or slot
             unit = slot.unit
-            need = slot.least if slot.least > free or not unit.fixtures else self._need(unit, worker)
-            if need > free:
-                if blocked is None and self._running and self._can_ever_fit(slot):
-                    blocked = slot
-                    self._block(slot, worker, effective)
+            need = slot.least if not unit.fixtures else self._need(unit, worker)
+            if need > limit or self._shuts_out_a_hog(slot, worker):
                 continue
-            if blocked is not None and blocked is not slot:
-                # backfill only if the waiting unit still fits beside everything backfilled
-                reserve = (self.floor_mb + self._resident_mb + backfill_mb + need
-                           + blocked.unit.peak_mb)
-                if reserve > self.budget_mb:
-                    continue
-            if self._shuts_out_a_hog(slot, worker):
-                continue
-            if blocked is not None and blocked is not slot:
-                self._backfill.add(unit.name)
-            return self._start(slot, worker, need, effective=effective)
+            started = self._start(slot, worker, need, effective=effective)
+            if blocked is not None:
+                self._backfill[unit.name] = need
+            return started
         if not self._running and head is not None:
             # nothing runs and nothing passed: the head starts anyway (it never fits better)
             return self._start_alone(head, worker, effective)
@@ -238,7 +274,7 @@ class Dispatcher:
         if self._blocked is slot:
             return
         self._blocked = slot
-        self._backfill = set()
+        self._backfill = {}
         self.blocked_ever.add(slot.unit.name)
         self._note(f"{worker}: {slot.unit.name} waits for memory: needs "
                    f"{fmt_mb(self._need(slot.unit, worker))}, tree at {fmt_mb(effective)} "
@@ -252,7 +288,7 @@ class Dispatcher:
         self._running_mb += need
         if self._blocked is slot:
             self._blocked = None
-            self._backfill = set()
+            self._backfill = {}
         self._version += 1
         if not alone:
             self._note(f"{worker}: start {unit.name} (+{fmt_mb(need)}: tree "
@@ -262,6 +298,7 @@ class Dispatcher:
     def _take(self, slot: _Slot) -> None:
         slot.taken = True
         self._pending -= 1
+        self._tree.clear(slot.pos)
         i = bisect.bisect_left(self._sorted_least, slot.least)
         del self._sorted_least[i]
 
@@ -278,7 +315,7 @@ class Dispatcher:
             if f not in held:
                 held.add(f)
                 self._resident_mb += self._fx_mb.get(f, 0.0)
-        self._backfill.discard(unit_name)
+        self._backfill.pop(unit_name, None)
         self._version += 1
         self._note(f"{worker}: done {unit_name}")
 
@@ -296,13 +333,14 @@ class Dispatcher:
                 if not s.taken and s.unit.wall_s < unit.wall_s:
                     pos = i
                     break
-            slot = _Slot(unit, self._fx_mb)
+            slot = _Slot(unit, self._fx_mb, pos)
             self._slots.insert(pos, slot)
-            self._tiebreak += 1
-            heapq.heappush(self._least, (slot.least, self._tiebreak, slot))
             bisect.insort(self._sorted_least, slot.least)
             self._pending += 1
         if new:
+            for i, sl in enumerate(self._slots):
+                sl.pos = i
+            self._tree = _MinTree([math.inf if sl.taken else sl.least for sl in self._slots])
             self._version += 1
             self._note(f"added {len(new)} file(s) missing from the plan at the default "
                        f"{self.default_wall_s:.2f} s / {fmt_mb(self.default_peak_mb)} each")

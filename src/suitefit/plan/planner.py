@@ -112,7 +112,15 @@ def _plan_one(costs: CostModel, budget: Budget, rules: GroupingRules,
 
     n_units_max = len(groups.declared) + len(groups.singles) + sum(
         len(g.files) for g in groups.fixture_groups)
-    chosen, wreasons, _ = choose_workers(evaluate, budget, worker, n_units_max)
+    file_work = sum(fc.wall_s for fc in fcs.values())
+    longest = max((fc.wall_s for fc in fcs.values()), default=0.0)
+
+    def lower_bound(w: int) -> float:
+        # no schedule beats the startup plus the larger of an even share and the longest file
+        slow = max(1.0, w / budget.cpus)
+        return (worker.startup_s + max(file_work / w, longest)) * slow
+
+    chosen, wreasons, _ = choose_workers(evaluate, budget, worker, n_units_max, lower_bound)
     sim = chosen.sim
     reasons = list(pre_reasons)
     reasons += list(costs.notes) + notes
