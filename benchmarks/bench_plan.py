@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import statistics
 import subprocess
@@ -98,15 +99,25 @@ def write_synth_history(path: Path, runs: int = 3, workers: int = 4) -> int:
 
 
 def timed(fn, reps: int) -> tuple[float, list[float], object]:  # type: ignore[no-untyped-def]
-    times, out = [], None
+    """Median wall seconds of ``reps`` calls, all wall times, the last result; CPU time noted."""
+    times, cpus, out = [], [], None
     for _ in range(reps):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         out = fn()
         times.append(time.perf_counter() - t0)
+        cpus.append(time.process_time() - c0)
+    timed.last_cpu = statistics.median(cpus)  # type: ignore[attr-defined]
     return statistics.median(times), times, out
 
 
+def fmt_t(med: float, ts: list[float]) -> str:
+    return (f"median {med:.3f} s wall (min {min(ts):.3f}, max {max(ts):.3f}; "
+            f"CPU {timed.last_cpu:.3f} s)")  # type: ignore[attr-defined]
+
+
 def bench_speed(reps: int, cpus_list: list[int]) -> None:
+    print(f"load average before: {' '.join(f'{x:.1f}' for x in os.getloadavg())} "
+          f"on {os.cpu_count()} CPUs (other processes inflate wall time, not CPU time)")
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / "h.sqlite"
         t0 = time.perf_counter()
@@ -116,20 +127,18 @@ def bench_speed(reps: int, cpus_list: list[int]) -> None:
         with History(path) as h:
             med, ts, costs = timed(lambda: build_cost_model(h), reps)
         assert isinstance(costs, CostModel)
-        print(f"cost model from history: median {med:.3f} s over {reps} "
-              f"(min {min(ts):.3f}, max {max(ts):.3f}); {len(costs.files)} files, "
+        print(f"cost model from history: {fmt_t(med, ts)} over {reps} runs; {len(costs.files)} files, "
               f"{len(costs.fixtures)} fixtures")
         for cpus in cpus_list:
             budget = Budget(16 * 1024, cpus)
             med, ts, plan = timed(lambda b=budget: make_plan(costs, b), reps)
-            print(f"make_plan, {cpus} CPUs: median {med:.3f} s (min {min(ts):.3f}, max {max(ts):.3f})"
+            print(f"make_plan, {cpus} CPUs: {fmt_t(med, ts)}"
                   f" -> {plan.workers} workers, {len(plan.units)} units, "  # type: ignore[attr-defined]
                   f"predicted {plan.predicted_wall_s:.0f} s")  # type: ignore[attr-defined]
             med, ts, _ = timed(lambda b=budget: plan_shards(costs, b, 4), reps)
-            print(f"plan_shards(4), {cpus} CPUs: median {med:.3f} s (min {min(ts):.3f}, max {max(ts):.3f})")
+            print(f"plan_shards(4), {cpus} CPUs: {fmt_t(med, ts)}")
             med, ts, _ = timed(lambda b=budget: make_plan(costs, b, shards=4, shard=1), reps)
-            print(f"make_plan(shard 1/4), {cpus} CPUs: median {med:.3f} s "
-                  f"(min {min(ts):.3f}, max {max(ts):.3f})")
+            print(f"make_plan(shard 1/4), {cpus} CPUs: {fmt_t(med, ts)}")
 
 
 # -- shard balance against pytest-split -------------------------------------------------------
@@ -198,7 +207,7 @@ def bench_compare(n_files: int, shards: int) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--reps", type=int, default=5)
-    ap.add_argument("--cpus", type=int, nargs="+", default=[4, 16])
+    ap.add_argument("--cpus", type=int, nargs="+", default=[4, 16, 64])
     ap.add_argument("--compare", action="store_true", help="also compare shard balance with pytest-split")
     ap.add_argument("--compare-files", type=int, nargs="+", default=[200, 1000])
     ap.add_argument("--shards", type=int, default=4)
