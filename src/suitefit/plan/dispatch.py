@@ -10,7 +10,10 @@ workers, predicted peaks of running units) - plus the unit's predicted peak fits
 the budget. When nothing is running the head unit starts regardless (alone, with a
 warning if it does not fit), so the dispatcher always makes progress. A small unit
 may run beside a hog that waits for memory only if the hog will still fit next to
-it once the units running before it finish (so small units cannot starve a hog).
+it once the units running before it finish (so small units cannot starve a hog),
+and a unit does not set up session fixtures (resident until its worker ends) while
+that would leave a waiting hog no room ever (the hog goes first). A unit that can
+never fit, even alone, reserves nothing: it runs alone when nothing else runs.
 """
 
 from __future__ import annotations
