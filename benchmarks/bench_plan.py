@@ -197,9 +197,11 @@ def bench_compare(n_files: int, shards: int) -> None:
     for name, sh in results.items():
         works, torn = _shard_work(sh, dur, pool_of, pools)
         mean = statistics.mean(works)
-        split_files = sum(1 for f in durations
-                          if len({k for k, s in enumerate(sh) for n in s if n.startswith(f + "::")}) > 1) \
-            if name != "suitefit" else 0
+        homes: dict[str, set[int]] = defaultdict(set)
+        for k, s in enumerate(sh):
+            for n in s:
+                homes[n.split("::")[0]].add(k)
+        split_files = sum(1 for ks in homes.values() if len(ks) > 1)
         print(f"  {name:22s} slowest/mean {max(works) / mean:.3f}  slowest {max(works):7.1f} s  "
               f"mean {mean:7.1f} s  pools torn apart {torn}/{len(pools)}  files split {split_files}")
 

@@ -72,6 +72,8 @@ class _MinTree:
         t, n = self.t, self.n
         if start >= n or t[1] > x:
             return -1
+        if t[n + start] <= x:  # the common case: the first candidate already qualifies
+            return start
         stack = [(1, 0, n)]
         while stack:
             node, lo, hi = stack.pop()
@@ -108,6 +110,7 @@ class Dispatcher:
         self._tree = _MinTree([sl.least for sl in self._slots])
         self._sorted_least = sorted(sl.least for sl in self._slots)
         self._workers: list[str] = []
+        self._floor_mb = 0.0
         self._held: dict[str, set[str]] = {}
         self._running: dict[str, tuple[Unit, float]] = {}  # worker -> (unit, mb it added)
         self._resident_mb = 0.0  # fixtures resident on workers
@@ -131,11 +134,12 @@ class Dispatcher:
         if w not in self._held:
             self._workers.append(w)
             self._held[w] = set()
+            self._floor_mb = len(self._workers) * self.baseline_mb
             self._version += 1
 
     @property
     def floor_mb(self) -> float:
-        return len(self._workers) * self.baseline_mb
+        return self._floor_mb
 
     @property
     def predicted_mb(self) -> float:
@@ -279,7 +283,8 @@ class Dispatcher:
         self._blocked = slot
         self._backfill = {}
         self.blocked_ever.add(slot.unit.name)
-        self._note(f"{worker}: {slot.unit.name} waits for memory: needs "
+        if self._log:
+            self._note(f"{worker}: {slot.unit.name} waits for memory: needs "
                    f"{fmt_mb(self._need(slot.unit, worker))}, tree at {fmt_mb(effective)} "
                    f"of {fmt_mb(self.budget_mb)}")
 
@@ -293,7 +298,7 @@ class Dispatcher:
             self._blocked = None
             self._backfill = {}
         self._version += 1
-        if not alone:
+        if not alone and self._log:
             self._note(f"{worker}: start {unit.name} (+{fmt_mb(need)}: tree "
                        f"{fmt_mb(effective)} -> {fmt_mb(effective + need)} of {fmt_mb(self.budget_mb)})")
         return unit
@@ -320,7 +325,8 @@ class Dispatcher:
                 self._resident_mb += self._fx_mb.get(f, 0.0)
         self._backfill.pop(unit_name, None)
         self._version += 1
-        self._note(f"{worker}: done {unit_name}")
+        if self._log:
+            self._note(f"{worker}: done {unit_name}")
 
     def add_unknown(self, files: Sequence[str]) -> None:
         """Collected files the plan does not know: single-file units at a default cost."""

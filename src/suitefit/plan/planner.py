@@ -20,6 +20,7 @@ from suitefit.plan.grouping import (
     build_units,
     find_groups,
     order_units,
+    single_units,
 )
 from suitefit.plan.shards import ShardSplit, check_shard, costs_for_shard, split_shards
 from suitefit.plan.simulate import Simulation, simulate
@@ -99,8 +100,11 @@ def _plan_one(costs: CostModel, budget: Budget, rules: GroupingRules,
     declared_names = [f"group:{n}" for n, _ in groups.declared]
     worker = costs.worker
 
+    singles = single_units(groups, fcs, fixtures)
+
     def evaluate(w: int, best_wall_s: float | None = None) -> Candidate:
-        units, greasons = build_units(groups, fcs, fixtures, workers=w, lane_s=total / w)
+        units, greasons = build_units(groups, fcs, fixtures, workers=w, lane_s=total / w,
+                                      singles=singles)
         ordered = tuple(order_units(units, declared_names))
         tmp = Plan(workers=w, units=ordered, budget=budget, predicted_wall_s=0.0,
                    predicted_peak_mb=0.0, reasons=(), fixtures=plan_fixtures)

@@ -65,9 +65,12 @@ def simulate(plan: Plan, *, startup_s: float, baseline_mb: float, budget_mb: flo
     waited: dict[str, float] = {}
     while True:
         still_idle = []
+        failed: set[frozenset[str]] = set()  # memory only tightens within a round: a no stays no
         for w in idle:
-            u = disp.next_unit(w, 0.0)
+            key = frozenset(held[w])
+            u = None if key in failed else disp.next_unit(w, 0.0)
             if u is None:
+                failed.add(key)
                 still_idle.append(w)
                 continue
             dur = u.wall_s - sum(setup.get(f, 0.0) for f in u.fixtures if f in held[w])
