@@ -151,4 +151,5 @@ def command(as_json: bool, memory_budget: str | None, workers: int | None, shard
 def _console() -> Any:
     from rich.console import Console
 
-    return Console(width=None if sys.stdout.isatty() else 120, highlight=False, soft_wrap=True)
+    return Console(width=None if sys.stdout.isatty() else 120, highlight=False, soft_wrap=True,
+                   emoji=False)
