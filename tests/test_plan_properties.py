@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from suitefit.model import Budget, CostModel, FileCost, FixtureCost, WorkerCost
 from suitefit.plan import hash_shard, make_plan, plan_shards, shard_split
+from suitefit.plan.grouping import find_groups
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -126,6 +127,9 @@ def test_shards_place_every_file_once_and_keep_groups_whole(data: st.DataObject)
     for name, files in costs.declared_groups.items():
         homes = {split.shard_of(f) for f in files}
         assert len(homes) == 1, name
+    fcs = {f.path: f for f in costs.files}
+    for g in find_groups(costs, fcs).fixture_groups:  # a pool is never started on two machines
+        assert len({split.shard_of(f) for f in g.files}) == 1, g.name
     for p in plans:
         assert p.shard is not None and p.shard[1] == n
         for u in p.units:
