@@ -16,6 +16,7 @@ the machine is not announced as a speed-up.
 
 from __future__ import annotations
 
+import functools
 import math
 import random
 from collections.abc import Sequence
@@ -92,8 +93,9 @@ def t_cdf(t: float, df: float) -> float:
     return 1.0 - tail if t >= 0 else tail
 
 
+@functools.lru_cache(maxsize=4096)
 def t_ppf(p: float, df: float) -> float:
-    """The ``p`` quantile of Student's t (bisection on the CDF; fine for the few calls made)."""
+    """The ``p`` quantile of Student's t (bisection on the CDF, cached: df repeats)."""
     if not 0.0 < p < 1.0:
         raise ValueError("p must be in (0, 1)")
     if p < 0.5:
