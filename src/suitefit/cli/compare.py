@@ -9,7 +9,12 @@ import sys
 import click
 
 from suitefit.config import load_config
-from suitefit.diagnose.compare import CommandComparison, RunsComparison, compare_commands, compare_runs
+from suitefit.diagnose.compare import (
+    CommandComparison,
+    RunsComparison,
+    compare_commands,
+    compare_runs,
+)
 from suitefit.diagnose.stats import Comparison
 from suitefit.errors import SuitefitError
 from suitefit.history import History

@@ -36,9 +36,9 @@ def choose_split(cands: Sequence[str], steps_left: int, file_of: Callable[[str],
     cap = 2 ** max(0, steps_left - 1)
     best: int | None = None
     for k in range(1, n):
-        if file_of(cands[k - 1]) != file_of(cands[k]) and max(k, n - k) <= cap:
-            if best is None or abs(2 * k - n) < abs(2 * best - n):
-                best = k
+        at_boundary = file_of(cands[k - 1]) != file_of(cands[k]) and max(k, n - k) <= cap
+        if at_boundary and (best is None or abs(2 * k - n) < abs(2 * best - n)):
+            best = k
     return best if best is not None else (n + 1) // 2
 
 

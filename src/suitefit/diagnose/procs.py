@@ -8,7 +8,9 @@ short-lived processes. Descendants that outlive the command are not counted.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import resource
 import signal
 import subprocess
 import tempfile
@@ -65,7 +67,7 @@ def run_measured(argv: Sequence[str] | str, *, cwd: Path | str | None = None,
                     rusage.ru_maxrss / 1024.0, tail)
 
 
-def _wait4(pid: int, deadline: float | None) -> tuple[int, os.struct_rusage]:
+def _wait4(pid: int, deadline: float | None) -> tuple[int, resource.struct_rusage]:
     if deadline is None:
         _, status, rusage = os.wait4(pid, 0)
         return status, rusage
@@ -82,7 +84,5 @@ def _wait4(pid: int, deadline: float | None) -> tuple[int, os.struct_rusage]:
 
 def _kill_tree(pid: int) -> None:
     """The command runs in its own session: kill its whole process group."""
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass

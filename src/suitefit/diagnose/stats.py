@@ -132,8 +132,8 @@ def bootstrap_mean_ci(xs: Sequence[float], confidence: float, *, resamples: int 
     rng = random.Random(seed)
     means = sorted(math.fsum(rng.choices(xs, k=n)) / n for _ in range(resamples))
     alpha = (1.0 - confidence) / 2.0
-    lo = means[max(0, int(math.floor(alpha * resamples)))]
-    hi = means[min(resamples - 1, int(math.ceil((1.0 - alpha) * resamples)) - 1)]
+    lo = means[max(0, math.floor(alpha * resamples))]
+    hi = means[min(resamples - 1, math.ceil((1.0 - alpha) * resamples) - 1)]
     return lo, hi
 
 
@@ -275,7 +275,7 @@ def analyse(a: Sequence[float], b: Sequence[float], *, metric: str = "wall",
         return Comparison(metric, sa, sb, n, nan, nan, nan, confidence, margin, nan, math.inf,
                           effect, None, "unmeasurable", method)
     floor = resolution / 10
-    logs = [math.log(max(x, floor)) - math.log(max(y, floor)) for x, y in zip(a, b)]
+    logs = [math.log(max(x, floor)) - math.log(max(y, floor)) for x, y in zip(a, b, strict=True)]
     mean, sd = _mean_sd(logs)
     margin_log = math.log1p(margin)
     if n < 2:

@@ -225,9 +225,9 @@ def sweep(history: History, *, cwd: Path, pytest_args: Sequence[str] = (), repea
                      meta={"sweep_of": suite.id, "file": file, "repeat": rep})
         report.alone_runs.append(rid)
         seen = {t.nodeid for t in res.tests}
-        for t in res.tests:
-            alone.setdefault(t.nodeid, []).append(t.outcome)
-        for nodeid, outcome in suite_outcomes.items():
+        for done in res.tests:
+            alone.setdefault(done.nodeid, []).append(done.outcome)
+        for nodeid in suite_outcomes:
             if nodeid.split("::", 1)[0] == file and nodeid not in seen:
                 # The file did not run this test alone: a collection error makes that a failure.
                 alone.setdefault(nodeid, []).append("error" if res.collect_errors else "missing")
