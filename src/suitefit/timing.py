@@ -12,7 +12,7 @@ from time import monotonic as _monotonic
 from time import perf_counter as _perf_counter
 from time import time as _wall
 
-__all__ = ["cpu_seconds", "monotonic", "perf_counter", "wall", "sleep"]
+__all__ = ["cpu_seconds", "monotonic", "perf_counter", "sleep", "wall"]
 
 monotonic = _monotonic
 perf_counter = _perf_counter

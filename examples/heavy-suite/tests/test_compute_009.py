@@ -1,0 +1,8 @@
+import pytest
+
+from conftest import burn
+
+
+@pytest.mark.parametrize("i", range(7))
+def test_compute(i):
+    assert burn(30) >= 0

@@ -1,0 +1,96 @@
+"""What the verbs share: the history option, opening the history, launching pytest."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from suitefit import timing
+from suitefit.config import Config, load_config
+from suitefit.errors import SuitefitError
+from suitefit.history import History
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+# pytest's exit codes, named (pytest.ExitCode without importing pytest at CLI start).
+EXIT_OK, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_INTERNAL, EXIT_USAGE, EXIT_NO_TESTS = 0, 1, 2, 3, 4, 5
+
+
+def history_option(f: F) -> F:
+    return click.option(
+        "--history", "history_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+        help="history file (default: [tool.suitefit] history, else .suitefit/history.sqlite)",
+    )(f)
+
+
+def resolve_history(history_path: Path | None, cfg: Config | None = None) -> Path:
+    if history_path is not None:
+        return history_path
+    return (cfg or load_config()).history_path
+
+
+def open_history(history_path: Path | None, *, create: bool = True, cfg: Config | None = None) -> History:
+    return History(resolve_history(history_path, cfg), create=create)
+
+
+def pytest_command(python: str | None = None) -> list[str]:
+    return [python or sys.executable, "-m", "pytest"]
+
+
+def run_pytest(args: Sequence[str], *, stdout: Any = None, env: dict[str, str] | None = None,
+               cwd: Path | None = None) -> int:
+    """Run pytest in a child process, its output streamed through; returns its exit code."""
+    try:
+        proc = subprocess.Popen(
+            [*pytest_command(), *args], stdout=stdout, env=env or os.environ.copy(), cwd=cwd,
+            stdin=subprocess.DEVNULL,
+        )
+    except OSError as e:
+        raise SuitefitError(f"cannot start pytest: {e.strerror}") from None
+    try:
+        return proc.wait()
+    except KeyboardInterrupt:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        raise
+
+
+def start_measured_run(h: History, kind: str, pytest_args: Sequence[str], **meta: Any) -> int:
+    return h.new_run(kind, started=timing.wall(), argv=list(pytest_args), cwd=os.getcwd(), meta=meta)
+
+
+def explain_exit(rc: int, run_status: str | None) -> str | None:
+    """One line for a pytest exit that is not a plain pass/fail; None when there is nothing to say."""
+    if rc == EXIT_NO_TESTS:
+        return "pytest collected no tests (exit 5): nothing was measured"
+    if run_status == "collect-error" or rc == EXIT_INTERRUPTED:
+        return f"pytest stopped before the tests ran (exit {rc}): collection failed, see its output above"
+    if rc == EXIT_USAGE:
+        return "pytest rejected its arguments (exit 4), see its output above"
+    if rc == EXIT_INTERNAL:
+        return "pytest hit an internal error (exit 3), see its output above"
+    if rc < 0:
+        return f"pytest was killed by signal {-rc}"
+    if rc not in (EXIT_OK, EXIT_FAILED):
+        return f"pytest exited with {rc}"
+    return None
+
+
+def finalize_run(h: History, run_id: int, rc: int) -> str:
+    """Mark a run whose pytest never reached its own sessionfinish (killed, crashed)."""
+    run = h.run(run_id)
+    if run.status == "running":
+        status = "crashed" if rc < 0 else ("no-tests" if rc == EXIT_NO_TESTS else "error")
+        h.update_run(run_id, status=status, exit_code=rc, finished=timing.wall(),
+                     wall_s=timing.wall() - run.started)
+        return status
+    return run.status

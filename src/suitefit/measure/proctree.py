@@ -1,0 +1,112 @@
+"""Facts about a process tree, read straight from /proc (psutil where /proc lacks it).
+
+RSS comes from ``/proc/PID/statm`` (cheap: sample it often); PSS from
+``/proc/PID/smaps_rollup`` (walks page tables: sample it rarely). Children are
+found through ``/proc/PID/task/TID/children``, which avoids scanning every
+process on the machine the way a ppid map does.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+
+import psutil
+
+PAGE_MB = os.sysconf("SC_PAGE_SIZE") / (1024 * 1024)
+_HAS_CHILDREN_FILE = os.path.exists(f"/proc/{os.getpid()}/task/{os.getpid()}/children")
+
+
+def children(pid: int) -> list[int]:
+    """Direct children of ``pid`` (all its threads'), [] if it is gone."""
+    if not _HAS_CHILDREN_FILE:
+        try:
+            return [p.pid for p in psutil.Process(pid).children()]
+        except psutil.Error:
+            return []
+    out: list[int] = []
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children", "rb") as f:
+                data = f.read()
+        except OSError:
+            continue
+        out.extend(int(x) for x in data.split())
+    return out
+
+
+def tree(root: int) -> list[int]:
+    """``root`` and all its descendants, root first."""
+    seen = [root]
+    i = 0
+    while i < len(seen):
+        for c in children(seen[i]):
+            if c not in seen:
+                seen.append(c)
+        i += 1
+    return seen
+
+
+def rss_mb(pid: int) -> float:
+    """Resident set size of one process in MiB; 0 if it is gone."""
+    try:
+        with open(f"/proc/{pid}/statm", "rb") as f:
+            return int(f.read().split()[1]) * PAGE_MB
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+def pss_mb(pid: int) -> float | None:
+    """Proportional set size in MiB (shared pages divided among their users)."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup", "rb") as f:
+            for line in f:
+                if line.startswith(b"Pss:"):
+                    return int(line.split()[1]) / 1024
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def sum_rss_mb(pids: Iterable[int]) -> float:
+    return sum(rss_mb(p) for p in pids)
+
+
+def hwm_mb(pid: int | None = None) -> float | None:
+    """Peak RSS (VmHWM) of one process since start or since ``reset_hwm``."""
+    try:
+        with open(f"/proc/{pid or 'self'}/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def reset_hwm() -> bool:
+    """Reset this process's VmHWM to its current RSS (``5 > clear_refs``); False if not allowed."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def cmdline(pid: int) -> str:
+    try:
+        return " ".join(psutil.Process(pid).cmdline()) or psutil.Process(pid).name()
+    except psutil.Error:
+        return "?"
+
+
+def create_time(pid: int | None = None) -> float | None:
+    try:
+        return psutil.Process(pid or os.getpid()).create_time()
+    except psutil.Error:
+        return None

@@ -1,0 +1,264 @@
+"""The pytest plugin: options, roles, and the terminal summary.
+
+Inert unless ``--suitefit`` is given: installing suitefit never changes a plain
+``pytest`` run. With it, the process that starts the session records the run and
+its whole-tree timeline, and every process that runs tests (each xdist worker,
+or the only process) records tests, files, fixtures and itself.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sys
+from typing import Any
+
+import pytest
+
+from suitefit import timing
+from suitefit.errors import SuitefitError
+from suitefit.history import History
+from suitefit.measure.recorder import RunRecorder, WorkerRecorder
+from suitefit.measure.sampler import TreeSampler
+from suitefit.units import fmt_mb, fmt_s, parse_size_mb
+
+RUN_KEY = pytest.StashKey["RunSide"]()
+WORKER_KEY = pytest.StashKey[WorkerRecorder]()
+
+MAIN_WORKER = "main"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    g = parser.getgroup("suitefit", "suitefit: measure and fit the suite to its runner")
+    g.addoption("--suitefit", action="store_true", default=False,
+                help="measure this run (time, CPU, memory of the process tree) into the suitefit history")
+    g.addoption("--suitefit-history", default=None, metavar="PATH",
+                help="history file (default: [tool.suitefit] history or .suitefit/history.sqlite)")
+    g.addoption("--suitefit-run-id", type=int, default=None, metavar="N",
+                help="attach to run N already created in the history (used by the suitefit CLI)")
+    g.addoption("--suitefit-kind", default="pytest", metavar="KIND", help="what kind of run to record")
+    g.addoption("--suitefit-interval", type=float, default=0.1, metavar="S",
+                help="seconds between samples of the process tree (default 0.1)")
+    g.addoption("--suitefit-threshold", default=None, metavar="SIZE",
+                help="memory line for 'seconds above' (e.g. 6GiB; default: the memory budget)")
+
+
+def _enabled(config: pytest.Config) -> bool:
+    return bool(config.getoption("suitefit", False))
+
+
+def _history_path(config: pytest.Config) -> str:
+    path = config.getoption("suitefit_history")
+    if path:
+        return str(path)
+    from suitefit.config import load_config
+
+    return str(load_config(config.rootpath).history_path)
+
+
+def _versions() -> dict[str, str | None]:
+    try:
+        import xdist
+
+        xv: str | None = xdist.__version__
+    except Exception:
+        xv = None
+    return {"python": platform.python_version(), "pytest_version": pytest.__version__, "xdist_version": xv}
+
+
+class RunSide:
+    """The controller's part: owns the run row and the whole-tree sampler."""
+
+    def __init__(self, config: pytest.Config, history: History, run_id: int, started: float,
+                 threshold_mb: float | None, distributed: bool) -> None:
+        self.config = config
+        self.history = history
+        self.run_id = run_id
+        self.started = started
+        self.distributed = distributed
+        self.cpu0 = timing.cpu_seconds()
+        self.t0 = timing.perf_counter()
+        self.sampler = TreeSampler(os.getpid(), interval=config.getoption("suitefit_interval"))
+        self.recorder = RunRecorder(history.path.as_posix(), run_id, self.sampler, threshold_mb, started)
+        self.finished = False
+        self.local_worker: WorkerRecorder | None = None  # without xdist this process runs the tests
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node: Any) -> None:
+        node.workerinput["suitefit_run_id"] = self.run_id
+        node.workerinput["suitefit_history"] = self.history.path.as_posix()
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        if error:
+            wid = node.gateway.id
+            self.history.add_event(self.run_id, timing.wall() - self.started, "worker_died",
+                                   worker=wid, error=str(error))
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        self.finish(int(exitstatus))
+
+    def finish(self, exitstatus: int) -> None:
+        if self.finished:
+            return
+        self.finished = True
+        if self.local_worker is not None:
+            self.local_worker.finish()
+        self.recorder.stop()
+        wall = timing.perf_counter() - self.t0
+        cpu = timing.cpu_seconds() - self.cpu0
+        h = self.history
+        counts = dict(h.execute("SELECT outcome, COUNT(*) FROM tests WHERE run_id = ? GROUP BY outcome",
+                                [self.run_id]))
+        n_tests = sum(counts.values())
+        n_workers, worker_peak = h.execute(
+            "SELECT COUNT(*), MAX(peak_rss_mb) FROM workers WHERE run_id = ?", [self.run_id])[0]
+        # A spike shorter than the sampling interval is still in a worker's exact (VmHWM) peak.
+        peak = max(self.recorder.peak_rss, worker_peak or 0.0)
+        status = {0: "passed", 1: "failed", 2: "interrupted", 3: "internal-error", 4: "usage-error",
+                  5: "no-tests"}.get(exitstatus, "error")
+        tr = self.config.pluginmanager.get_plugin("terminalreporter")
+        collect_errors = 0
+        if tr is not None:
+            collect_errors = sum(1 for r in tr.stats.get("error", []) if getattr(r, "when", None) in (None, "collect"))
+        if collect_errors and n_tests == 0:
+            status = "collect-error"
+        h.update_run(
+            self.run_id,
+            status=status,
+            exit_code=exitstatus,
+            finished=timing.wall(),
+            wall_s=wall,
+            cpu_s=cpu,
+            workers=n_workers,
+            collected=n_tests,
+            passed=counts.get("passed", 0),
+            failed=counts.get("failed", 0),
+            skipped=counts.get("skipped", 0),
+            errors=counts.get("error", 0) + collect_errors,
+            peak_rss_mb=peak or None,
+            peak_pss_mb=self.recorder.peak_pss,
+            peak_procs=self.recorder.peak_procs or None,
+            secs_above=self.recorder.secs_above,
+        )
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        write_summary(terminalreporter, self.history, self.run_id)
+
+
+def write_summary(tr: Any, h: History, run_id: int, top: int = 5) -> None:
+    from suitefit.summary import file_summaries, fixture_summaries
+
+    run = h.run(run_id)
+    tr.section(f"suitefit run {run_id}", sep="-")
+    tr.write_line(
+        f"wall {fmt_s(run.wall_s)}, tree peak RSS {fmt_mb(run.peak_rss_mb)}"
+        + (f" (PSS {fmt_mb(run.peak_pss_mb)})" if run.peak_pss_mb else "")
+        + f", {run.peak_procs or 0} processes at most"
+        + (f", {run.secs_above:.1f} s above {fmt_mb(run.threshold_mb)}" if run.threshold_mb else "")
+    )
+    for w in h.workers(run_id):
+        tr.write_line(
+            f"  worker {w.worker:<6} peak {fmt_mb(w.peak_rss_mb):>9}  baseline {fmt_mb(w.baseline_mb):>9}"
+            f"  startup {fmt_s(w.startup_s):>7}  {w.tests} tests"
+        )
+    files = sorted(file_summaries(h, run_id), key=lambda f: f.peak_mb, reverse=True)[:top]
+    if files:
+        tr.write_line("top files by peak memory above their worker's baseline:")
+        for f in files:
+            tr.write_line(f"  {fmt_mb(f.peak_mb):>9}  {fmt_s(f.wall_s):>7}  {f.path}")
+    fx = [f for f in fixture_summaries(h, run_id) if f.expensive][:top]
+    if fx:
+        tr.write_line("expensive fixtures (per setup) and the files that share them:")
+        for x in fx:
+            tr.write_line(
+                f"  {x.name} ({x.scope}): setup {fmt_s(x.setup_s)}, {x.procs} processes, {fmt_mb(x.mb)},"
+                f" set up by {x.setups} worker(s); used by {len(x.files)} file(s): {', '.join(x.files[:6])}"
+                + (" ..." if len(x.files) > 6 else "")
+            )
+    tr.write_line(f"history: {h.path} (suitefit history / suitefit report {run_id})")
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_configure(config: pytest.Config) -> None:
+    if not _enabled(config):
+        return
+    config.addinivalue_line("markers", "suitefit_group(name): run this file with the named group")
+    workerinput = getattr(config, "workerinput", None)
+    try:
+        if workerinput is not None:
+            _configure_worker(config, workerinput)
+        else:
+            _configure_controller(config)
+    except SuitefitError as e:
+        raise pytest.UsageError(f"suitefit: {e}") from None
+
+
+def _configure_controller(config: pytest.Config) -> None:
+    path = _history_path(config)
+    history = History(path)
+    started = timing.wall()
+    run_id = config.getoption("suitefit_run_id")
+    if run_id is None:
+        run_id = history.new_run(config.getoption("suitefit_kind"), started=started,
+                                 argv=sys.argv[1:], cwd=os.getcwd(), rootdir=str(config.rootpath))
+    else:
+        history.run(run_id)  # must exist
+    threshold = config.getoption("suitefit_threshold")
+    threshold_mb = parse_size_mb(threshold, "--suitefit-threshold") if threshold else _default_threshold(config)
+    distributed = _is_distributed(config)
+    history.update_run(run_id, started=started, threshold_mb=threshold_mb, host=platform.node(),
+                       rootdir=str(config.rootpath), **_versions())
+    side = RunSide(config, history, run_id, started, threshold_mb, distributed)
+    config.stash[RUN_KEY] = side
+    config.pluginmanager.register(side, "suitefit-run")
+    if not distributed:
+        wr = WorkerRecorder(history, run_id, MAIN_WORKER, side.sampler)
+        config.stash[WORKER_KEY] = wr
+        config.pluginmanager.register(wr, "suitefit-worker")
+        side.local_worker = wr
+    side.sampler.start()
+
+
+def _is_distributed(config: pytest.Config) -> bool:
+    """xdist's own test (its ``_is_distribution_mode``), readable before its configure runs."""
+    if config.getoption("collectonly", False):
+        return False
+    return config.getoption("dist", "no") != "no" and bool(config.getoption("tx", None))
+
+
+def _configure_worker(config: pytest.Config, workerinput: dict[str, Any]) -> None:
+    run_id = workerinput.get("suitefit_run_id")
+    if run_id is None:
+        return
+    history = History(workerinput["suitefit_history"])
+    sampler = TreeSampler(os.getpid(), interval=config.getoption("suitefit_interval"), pss_every=0)
+    wr = WorkerRecorder(history, int(run_id), str(workerinput["workerid"]), sampler)
+    config.stash[WORKER_KEY] = wr
+    config.pluginmanager.register(wr, "suitefit-worker")
+    sampler.start()
+
+
+def _default_threshold(config: pytest.Config) -> float | None:
+    """The memory budget when one is configured, else None (no line drawn)."""
+    from suitefit.config import load_config
+
+    try:
+        return load_config(config.rootpath).memory_budget_mb
+    except SuitefitError:
+        return None
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    wr = config.stash.get(WORKER_KEY, None)
+    if wr is not None:
+        wr.sampler.stop()
+    side = config.stash.get(RUN_KEY, None)
+    if side is not None and not side.finished:  # e.g. a usage error before the session ran
+        side.finish(4)
+
+
+def dumps(obj: Any) -> str:
+    return json.dumps(obj, indent=2, sort_keys=False, default=str)

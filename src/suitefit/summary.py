@@ -1,0 +1,119 @@
+"""One run's numbers, gathered from the history: the terminal summary, `profile --json`
+and the report all read this, so no verb re-derives another's figures."""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from typing import Any
+
+from suitefit.history import History
+
+# A fixture is "expensive" when it is slow to set up, starts processes, or holds memory.
+EXPENSIVE_SETUP_S = 0.2
+EXPENSIVE_MB = 50.0
+
+
+@dataclass(frozen=True)
+class FileSummary:
+    path: str
+    wall_s: float
+    cpu_s: float
+    peak_mb: float
+    tests: int
+    workers: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class FixtureSummary:
+    name: str
+    scope: str
+    setup_s: float  # median over the workers that set it up
+    teardown_s: float | None
+    procs: int  # per setup (max)
+    mb: float  # per setup (max)
+    setups: int  # how many workers set it up
+    files: tuple[str, ...]
+
+    @property
+    def expensive(self) -> bool:
+        return self.setup_s >= EXPENSIVE_SETUP_S or self.procs > 0 or self.mb >= EXPENSIVE_MB
+
+
+def file_summaries(h: History, run_id: int) -> list[FileSummary]:
+    agg: dict[str, dict[str, Any]] = {}
+    for r in h.files(run_id):
+        a = agg.setdefault(r.path, {"wall": 0.0, "cpu": 0.0, "peak": 0.0, "tests": 0, "workers": []})
+        a["wall"] += r.wall_s
+        a["cpu"] += r.cpu_s
+        a["peak"] = max(a["peak"], r.peak_mb)
+        a["tests"] += r.tests
+        a["workers"].append(r.worker)
+    return [
+        FileSummary(p, a["wall"], a["cpu"], a["peak"], a["tests"], tuple(sorted(set(a["workers"]))))
+        for p, a in agg.items()
+    ]
+
+
+def fixture_summaries(h: History, run_id: int) -> list[FixtureSummary]:
+    users = h.fixture_files(run_id)
+    by_name: dict[tuple[str, str], list[Any]] = {}
+    for r in h.fixtures(run_id):
+        by_name.setdefault((r.name, r.scope), []).append(r)
+    out = []
+    for (name, scope), rows in by_name.items():
+        tds = [r.teardown_s for r in rows if r.teardown_s is not None]
+        out.append(
+            FixtureSummary(
+                name=name,
+                scope=scope,
+                setup_s=statistics.median(r.setup_s for r in rows),
+                teardown_s=statistics.median(tds) if tds else None,
+                procs=max(r.procs for r in rows),
+                mb=max(r.mb for r in rows),
+                setups=len({r.worker for r in rows}),
+                files=tuple(users.get(name, ())),
+            )
+        )
+    out.sort(key=lambda f: (f.procs, f.setup_s, f.mb), reverse=True)
+    return out
+
+
+def run_summary(h: History, run_id: int) -> dict[str, Any]:
+    """The machine-readable summary (`suitefit profile --json`)."""
+    run = h.run(run_id)
+    tests = h.tests(run_id)
+    counts: dict[str, int] = {}
+    for t in tests:
+        counts[t.outcome] = counts.get(t.outcome, 0) + 1
+    files = sorted(file_summaries(h, run_id), key=lambda f: f.peak_mb, reverse=True)
+    return {
+        "run_id": run.id,
+        "kind": run.kind,
+        "status": run.status,
+        "exit_code": run.exit_code,
+        "wall_s": run.wall_s,
+        "cpu_s": run.cpu_s,
+        "peak_rss_mb": run.peak_rss_mb,
+        "peak_pss_mb": run.peak_pss_mb,
+        "peak_procs": run.peak_procs,
+        "threshold_mb": run.threshold_mb,
+        "secs_above_threshold": run.secs_above,
+        "tests": {"total": len(tests), **counts},
+        "files": [
+            {"path": f.path, "wall_s": f.wall_s, "cpu_s": f.cpu_s, "peak_mb": f.peak_mb,
+             "tests": f.tests, "workers": list(f.workers)}
+            for f in files
+        ],
+        "workers": [
+            {"id": w.worker, "pid": w.pid, "startup_s": w.startup_s, "baseline_mb": w.baseline_mb,
+             "peak_rss_mb": w.peak_rss_mb, "tests": w.tests, "status": w.status}
+            for w in h.workers(run_id)
+        ],
+        "fixtures": [
+            {"name": f.name, "scope": f.scope, "setup_s": f.setup_s, "teardown_s": f.teardown_s,
+             "procs": f.procs, "mb": f.mb, "setups": f.setups, "files": list(f.files),
+             "expensive": f.expensive}
+            for f in fixture_summaries(h, run_id)
+        ],
+    }

@@ -1,0 +1,157 @@
+"""`suitefit profile` and `suitefit history` end to end, including every bad input."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from clihelp import assert_one_line_error, json_out, suitefit
+
+from suitefit.history import History
+
+
+def make_project(root: Path, files: dict[str, str]) -> Path:
+    (root / "tests").mkdir(parents=True, exist_ok=True)
+    (root / "pyproject.toml").write_text('[tool.pytest.ini_options]\ntestpaths = ["tests"]\n')
+    for name, body in files.items():
+        (root / "tests" / name).write_text(body)
+    return root
+
+
+def test_profile_json_has_the_promised_fields(tmp_path: Path) -> None:
+    make_project(tmp_path, {"test_a.py": "def test_a():\n    pass\n", "test_b.py": "def test_b():\n    pass\n"})
+    res = suitefit("profile", "--json", "--", "-q", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    s = json_out(res)
+    for key in ("run_id", "wall_s", "peak_rss_mb", "files", "workers", "fixtures"):
+        assert key in s
+    assert {f["path"] for f in s["files"]} == {"tests/test_a.py", "tests/test_b.py"}
+    for f in s["files"]:
+        assert set(f) >= {"path", "wall_s", "peak_mb"}
+    for w in s["workers"]:
+        assert set(w) >= {"id", "startup_s", "baseline_mb", "peak_rss_mb"}
+    assert (tmp_path / ".suitefit" / "history.sqlite").exists()  # the default place
+    hist = suitefit("history", "--json", cwd=tmp_path)
+    assert [r["id"] for r in json_out(hist)] == [s["run_id"]]
+
+
+def test_profile_under_xdist_and_failing_tests_exit_1(tmp_path: Path) -> None:
+    make_project(tmp_path, {"test_a.py": "def test_a():\n    assert 0\n", "test_b.py": "def test_b():\n    pass\n"})
+    res = suitefit("profile", "-n", "2", "--json", cwd=tmp_path)
+    assert res.returncode == 1
+    s = json_out(res)
+    assert s["status"] == "failed" and s["tests"]["failed"] == 1
+    assert {w["id"] for w in s["workers"]} == {"gw0", "gw1"}
+
+
+def test_history_path_from_pyproject(tmp_path: Path) -> None:
+    make_project(tmp_path, {"test_a.py": "def test_a():\n    pass\n"})
+    with open(tmp_path / "pyproject.toml", "a") as f:
+        f.write('\n[tool.suitefit]\nhistory = "custom/h.db"\n')
+    res = suitefit("profile", "--", "-q", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert (tmp_path / "custom" / "h.db").exists()
+
+
+def _one_good_run(tmp_path: Path) -> int:
+    make_project(tmp_path, {"test_a.py": "def test_a():\n    pass\n"})
+    res = suitefit("profile", "--json", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    return int(json_out(res)["run_id"])
+
+
+def _runs(tmp_path: Path) -> list[tuple[int, str]]:
+    with History(tmp_path / ".suitefit" / "history.sqlite") as h:
+        return [(r.id, r.status) for r in h.runs()]
+
+
+def test_no_tests_collected_is_one_line_and_keeps_history(tmp_path: Path) -> None:
+    first = _one_good_run(tmp_path)
+    res = suitefit("profile", "--", "-k", "nothing_matches", cwd=tmp_path)
+    assert_one_line_error(res, "no tests", "exit 5")
+    assert res.returncode == 5
+    assert _runs(tmp_path)[-1] == (first, "passed")
+    assert _runs(tmp_path)[0][1] == "no-tests"
+
+
+def test_collection_error_is_one_line_and_keeps_history(tmp_path: Path) -> None:
+    first = _one_good_run(tmp_path)
+    (tmp_path / "tests" / "test_broken.py").write_text("import no_such_module_here\n")
+    res = suitefit("profile", cwd=tmp_path)
+    assert_one_line_error(res, "collection failed")
+    assert "no_such_module_here" in res.stdout  # pytest's own explanation is shown
+    assert (first, "passed") in _runs(tmp_path)
+    assert _runs(tmp_path)[0][1] == "collect-error"
+
+
+def test_corrupt_history_is_one_line_and_untouched(tmp_path: Path) -> None:
+    make_project(tmp_path, {"test_a.py": "def test_a():\n    pass\n"})
+    bad = tmp_path / "bad.sqlite"
+    bad.write_bytes(b"this is not sqlite" * 100)
+    res = suitefit("profile", "--history", str(bad), cwd=tmp_path)
+    assert_one_line_error(res, "corrupt")
+    assert bad.read_bytes() == b"this is not sqlite" * 100
+    res = suitefit("history", "--history", str(bad), cwd=tmp_path)
+    assert_one_line_error(res, "corrupt")
+
+
+
+def test_unwritable_history_is_one_line(tmp_path: Path) -> None:
+    make_project(tmp_path, {"test_a.py": "def test_a():\n    pass\n"})
+    blocker = tmp_path / "afile"
+    blocker.write_text("x")
+    # a path under a regular file can never be created, even by root
+    res = suitefit("profile", "--history", str(blocker / "h.sqlite"), cwd=tmp_path)
+    assert_one_line_error(res, "cannot create history folder")
+    res = suitefit("profile", "--history", str(tmp_path), cwd=tmp_path)  # a directory
+    assert_one_line_error(res, "history")
+
+
+def test_locked_history_is_one_line_and_keeps_runs(tmp_path: Path) -> None:
+    first = _one_good_run(tmp_path)
+    path = tmp_path / ".suitefit" / "history.sqlite"
+    holder = subprocess.Popen(
+        [sys.executable, "-c",
+         "import sqlite3, sys, time\n"
+         f"c = sqlite3.connect({str(path)!r}, isolation_level=None)\n"
+         "c.execute('BEGIN EXCLUSIVE')\nprint('locked', flush=True)\ntime.sleep(60)\n"],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+        res = suitefit("profile", cwd=tmp_path, timeout=120)
+        assert_one_line_error(res, "locked")
+    finally:
+        holder.kill()
+        holder.wait()
+    assert (first, "passed") in _runs(tmp_path)
+
+
+def test_newer_schema_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "h.sqlite"
+    con = sqlite3.connect(path)
+    con.execute("PRAGMA user_version = 99")
+    con.close()
+    res = suitefit("history", "--history", str(path), cwd=tmp_path)
+    assert_one_line_error(res, "newer")
+
+
+def test_unknown_option_values_are_one_line(tmp_path: Path) -> None:
+    make_project(tmp_path, {"test_a.py": "def test_a():\n    pass\n"})
+    res = suitefit("profile", "--", "--suitefit-threshold", "12 parsecs", cwd=tmp_path)
+    assert res.returncode != 0 and "Traceback" not in res.stdout + res.stderr
+    assert "is not a size" in res.stdout + res.stderr
+    res = suitefit("history", "--limit", "many", cwd=tmp_path)
+    assert_one_line_error(res, "many")
+    with open(tmp_path / "pyproject.toml", "a") as f:
+        f.write("\n[tool.suitefit]\nhistroy = 'typo.db'\n")
+    res = suitefit("profile", cwd=tmp_path)
+    assert_one_line_error(res, "unknown key", "histroy")
+
+
+def test_history_without_a_file_says_so(tmp_path: Path) -> None:
+    res = suitefit("history", cwd=tmp_path)
+    assert_one_line_error(res, "no history")

@@ -1,0 +1,177 @@
+"""The plugin measures what really happened: real pytest runs in subprocesses, with and without xdist."""
+
+from __future__ import annotations
+
+import sqlite3
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from suitefit.history import History
+from suitefit.summary import run_summary
+
+pytest_plugins = ["pytester"]
+
+POOL_CONFTEST = """
+import subprocess, sys, time
+import pytest
+
+HELPER = "import sys; b = bytearray(30 * 1024 * 1024); b[::4096] = b'x' * len(b[::4096]); print('ok', flush=True); sys.stdin.read()"
+
+@pytest.fixture(scope="session")
+def pool():
+    ps = [subprocess.Popen([sys.executable, "-c", HELPER], stdin=subprocess.PIPE, stdout=subprocess.PIPE) for _ in range(3)]
+    for p in ps:
+        p.stdout.readline()
+    yield ps
+    for p in ps:
+        p.stdin.close(); p.wait()
+
+@pytest.fixture(scope="session")
+def uses_pool(pool):
+    return len(pool)
+"""
+
+
+def make_suite(pytester: pytest.Pytester, hog_mb: int = 150) -> None:
+    pytester.makeconftest(POOL_CONFTEST)
+    pytester.makepyfile(
+        test_direct="def test_a(pool):\n    assert len(pool) == 3\n",
+        test_indirect="def test_b(uses_pool):\n    assert uses_pool == 3\n",
+        test_plain="import pytest\n@pytest.mark.parametrize('i', range(5))\ndef test_c(i):\n    pass\n",
+        test_hog=textwrap.dedent(f"""
+            def test_hog():
+                b = bytearray({hog_mb} * 1024 * 1024)
+                for i in range(0, len(b), 4096):
+                    b[i] = 1
+                del b
+            """),
+    )
+
+
+def run(pytester: pytest.Pytester, *args: str) -> tuple[pytest.RunResult, dict]:
+    hist = pytester.path / "h.sqlite"
+    res = pytester.runpytest_subprocess("--suitefit", "--suitefit-history", str(hist), "-p", "no:randomly", *args)
+    with History(hist) as h:
+        run_id = h.runs(limit=1)[0].id
+        return res, run_summary(h, run_id)
+
+
+@pytest.mark.parametrize("workers", ["0", "2"])
+def test_hog_pool_and_fixture_users_are_measured(pytester: pytest.Pytester, workers: str) -> None:
+    make_suite(pytester)
+    res, s = run(pytester, "-n", workers)
+    res.assert_outcomes(passed=8)
+    files = {f["path"]: f for f in s["files"]}
+    assert set(files) == {"test_direct.py", "test_indirect.py", "test_plain.py", "test_hog.py"}
+    # the hog touched 150 MiB: reported within 15%
+    assert 150 * 0.85 <= files["test_hog.py"]["peak_mb"] <= 150 * 1.15
+    assert files["test_plain.py"]["peak_mb"] < 20
+    pool = next(f for f in s["fixtures"] if f["name"] == "pool")
+    assert pool["scope"] == "session"
+    assert pool["procs"] == 3
+    assert pool["mb"] >= 3 * 30 * 0.85
+    assert pool["files"] == ["test_direct.py", "test_indirect.py"]  # direct and through uses_pool
+    assert s["tests"]["total"] == 8 and s["tests"]["passed"] == 8
+    expected_workers = {"main"} if workers == "0" else {"gw0", "gw1"}
+    assert {w["id"] for w in s["workers"]} == expected_workers
+    for w in s["workers"]:
+        assert w["startup_s"] > 0 and w["baseline_mb"] > 5 and w["peak_rss_mb"] >= w["baseline_mb"]
+    assert s["peak_rss_mb"] >= 150
+    res.stdout.fnmatch_lines(["*suitefit run*", "*top files by peak memory*", "*test_hog.py*",
+                              "*pool (session)*3 processes*used by 2 file(s)*"])
+
+
+def test_whole_run_timeline_is_sampled(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_slow="import time\ndef test_s():\n    time.sleep(1.0)\n")
+    res, s = run(pytester, "--suitefit-interval", "0.1")
+    res.assert_outcomes(passed=1)
+    with History(pytester.path / "h.sqlite") as h:
+        samples = h.samples(s["run_id"])
+    assert len(samples) >= 8  # about 10 a second for over a second
+    assert any(x.pss_mb is not None for x in samples)
+    assert all(x.procs >= 1 and x.rss_mb > 5 for x in samples)
+
+
+def test_parallel_workers_neither_lose_nor_duplicate_rows(pytester: pytest.Pytester) -> None:
+    for i in range(8):
+        pytester.makepyfile(**{f"test_m{i}": "import pytest\n@pytest.mark.parametrize('i', range(40))\ndef test_x(i):\n    pass\n"})
+    res, s = run(pytester, "-n", "2")
+    res.assert_outcomes(passed=320)
+    con = sqlite3.connect(pytester.path / "h.sqlite")
+    rows = con.execute("SELECT COUNT(*), COUNT(DISTINCT nodeid) FROM tests WHERE run_id = ?", (s["run_id"],)).fetchone()
+    assert rows == (320, 320)
+    per_worker = dict(con.execute("SELECT worker, COUNT(*) FROM tests WHERE run_id = ? GROUP BY worker", (s["run_id"],)))
+    assert set(per_worker) == {"gw0", "gw1"} and sum(per_worker.values()) == 320
+    assert con.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_plugin_is_inert_without_the_flag(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_one="def test_a():\n    pass\n")
+    res = pytester.runpytest_subprocess("-p", "no:randomly")
+    res.assert_outcomes(passed=1)
+    assert "suitefit run" not in res.stdout.str()
+    assert not (pytester.path / ".suitefit").exists()
+
+
+def test_phases_and_outcomes(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_mix=textwrap.dedent("""
+        import time, pytest
+        @pytest.fixture
+        def slow_setup():
+            time.sleep(0.2)
+            yield
+            time.sleep(0.1)
+        def test_ok(slow_setup):
+            time.sleep(0.05)
+        def test_fail():
+            assert False
+        @pytest.mark.skip
+        def test_skip():
+            pass
+        @pytest.mark.xfail
+        def test_xfail():
+            assert False
+        @pytest.fixture
+        def broken():
+            raise RuntimeError
+        def test_error(broken):
+            pass
+        """))
+    res, s = run(pytester)
+    with History(pytester.path / "h.sqlite") as h:
+        tests = {t.nodeid.split("::")[1]: t for t in h.tests(s["run_id"])}
+        run_rec = h.run(s["run_id"])
+    assert tests["test_ok"].outcome == "passed"
+    assert tests["test_ok"].setup_s >= 0.19 and tests["test_ok"].teardown_s >= 0.09
+    assert tests["test_ok"].call_s >= 0.04 and tests["test_ok"].wall_s >= 0.33
+    assert tests["test_fail"].outcome == "failed"
+    assert tests["test_skip"].outcome == "skipped"
+    assert tests["test_xfail"].outcome == "xfailed"
+    assert tests["test_error"].outcome == "error"
+    assert [t.seq for t in sorted(tests.values(), key=lambda t: t.seq)] == list(range(5))
+    assert run_rec.status == "failed" and run_rec.exit_code == 1
+
+
+def test_fixture_teardown_and_cpu_time(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_td=textwrap.dedent("""
+        import time, pytest
+        @pytest.fixture(scope="module")
+        def mod():
+            time.sleep(0.3)
+            yield
+            time.sleep(0.2)
+        def test_burn(mod):
+            end = time.process_time() + 0.3
+            while time.process_time() < end:
+                pass
+        """))
+    res, s = run(pytester)
+    res.assert_outcomes(passed=1)
+    fx = next(f for f in s["fixtures"] if f["name"] == "mod")
+    assert fx["scope"] == "module" and fx["setup_s"] >= 0.29 and fx["teardown_s"] >= 0.19
+    assert fx["procs"] == 0
+    with History(pytester.path / "h.sqlite") as h:
+        (t,) = h.tests(s["run_id"])
+    assert t.cpu_s >= 0.28
