@@ -104,7 +104,6 @@ def write_planted_suite(root: Path) -> Path:
             def test_registry_empty():
                 assert shared_state.REGISTRY == []
         """,
-        "test_y_filler.py": _filler(3),
         "test_z_flaky.py": """
             import fcntl
             from pathlib import Path

@@ -16,7 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from suitefit.diagnose.bisect import choose_split, find_culprit
-from suitefit.diagnose.pytest_runs import record, run_pytest
+from suitefit.diagnose.pytest_runs import run_pytest, run_recorded
 from suitefit.history import History
 
 SUITEFIT = [sys.executable, "-m", "suitefit"]
@@ -72,9 +72,9 @@ def test_split_prefers_a_file_boundary_when_it_costs_nothing(case: tuple[list[st
 def planted(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     root = write_planted_suite(tmp_path_factory.mktemp("planted"))
     history = root / "h.sqlite"
-    res = run_pytest([], cwd=root, single_process=False)
     with History(history) as h:
-        record(h, res, kind="pytest", cwd=root)
+        rid, _ = run_recorded(h, [], kind="pytest", cwd=root, single_process=False)
+        assert [t.worker for t in h.tests(rid)] == ["main"] * 23
     return root, history
 
 

@@ -22,7 +22,7 @@ from suitefit import timing
 from suitefit.diagnose.outcomes_plugin import ENV
 from suitefit.diagnose.procs import run_measured
 from suitefit.errors import SuitefitError
-from suitefit.history import History, TestRecord
+from suitefit.history import History
 
 OK_OUTCOMES = frozenset({"passed", "skipped", "xfailed", "xpassed"})
 
@@ -116,23 +116,21 @@ def run_pytest(args: Sequence[str], *, cwd: Path, single_process: bool = True,
     return result
 
 
-def record(history: History, result: PytestResult, *, kind: str, cwd: Path,
-           meta: Mapping[str, object] | None = None) -> int:
-    """Store a diagnose pytest run in the history (runs row + tests rows) and return its id."""
-    run_id = history.new_run(kind, started=result.started, argv=result.argv, cwd=str(cwd),
-                             rootdir=str(cwd), meta=dict(meta or {}))
-    counts = {o: sum(1 for t in result.tests if t.outcome == o) for o in ("passed", "failed", "skipped", "error")}
-    status = {0: "passed", 1: "failed", 5: "no-tests"}.get(result.exit_code, "error")
-    history.update_run(run_id, status=status, exit_code=result.exit_code,
-                       finished=result.started + result.wall_s, wall_s=result.wall_s,
-                       cpu_s=result.cpu_s, collected=len(result.tests), passed=counts["passed"],
-                       failed=counts["failed"], skipped=counts["skipped"], errors=counts["error"],
-                       workers=len({t.worker for t in result.tests}))
-    history.add_tests([
-        TestRecord(run_id, t.nodeid, t.file, t.worker, t.seq, t.started, 0.0, t.duration, 0.0,
-                   t.duration, 0.0, t.outcome)
-        for t in result.tests
-    ])
-    if result.collect_errors:
-        history.merge_run_meta(run_id, collect_errors=result.collect_errors)
-    return run_id
+def run_recorded(history: History, args: Sequence[str], *, kind: str, cwd: Path,
+                 single_process: bool = True, meta: Mapping[str, object] | None = None,
+                 timeout_s: float | None = None) -> tuple[int, PytestResult]:
+    """Run pytest measured by the suitefit plugin into a run row made first (so its id is known)."""
+    run_id = history.new_run(kind, started=timing.wall(), cwd=str(cwd), rootdir=str(cwd),
+                             meta=dict(meta or {}))
+    plugin_args = ["--suitefit", "--suitefit-history", str(history.path.resolve()),
+                   "--suitefit-run-id", str(run_id), "--suitefit-kind", kind]
+    try:
+        result = run_pytest([*plugin_args, *args], cwd=cwd, single_process=single_process,
+                            timeout_s=timeout_s)
+    except SuitefitError:
+        history.update_run(run_id, status="error")
+        raise
+    if history.run(run_id).status == "running":  # the process died before the plugin closed the run
+        history.update_run(run_id, status="crashed", exit_code=result.exit_code,
+                           finished=result.started + result.wall_s, wall_s=result.wall_s)
+    return run_id, result

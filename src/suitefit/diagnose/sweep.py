@@ -18,7 +18,7 @@ from pathlib import Path
 import psutil
 
 from suitefit import timing
-from suitefit.diagnose.pytest_runs import PytestResult, is_ok, record, run_pytest
+from suitefit.diagnose.pytest_runs import PytestResult, is_ok, run_recorded
 from suitefit.errors import SuitefitError
 from suitefit.history import History, RunRecord
 
@@ -187,11 +187,11 @@ def sweep(history: History, *, cwd: Path, pytest_args: Sequence[str] = (), repea
     if suite is None:
         if progress:
             progress("no full run in the history: running the suite once")
-        res = run_pytest(list(pytest_args), cwd=cwd, single_process=False, timeout_s=timeout_s)
+        sid, res = run_recorded(history, list(pytest_args), kind="pytest", cwd=cwd,
+                                single_process=False, meta={"made_by": "sweep"}, timeout_s=timeout_s)
         if not res.tests:
             raise SuitefitError(f"the full run collected no tests in {cwd}"
                                 + (f": {res.output_tail.splitlines()[-1]}" if res.output_tail else ""))
-        sid = record(history, res, kind="pytest", cwd=cwd, meta={"made_by": "sweep"})
         suite = history.run(sid)
     suite_tests = history.tests(suite.id)
     suite_outcomes = {t.nodeid: t.outcome for t in suite_tests}
@@ -210,8 +210,14 @@ def sweep(history: History, *, cwd: Path, pytest_args: Sequence[str] = (), repea
         raise SuitefitError(f"file {missing_root[0]} of run {suite.id} does not exist under {cwd}: "
                             "run the sweep from the suite's rootdir")
 
+    run_ids: dict[tuple[str, int], int] = {}
+
     def one(file: str, rep: int) -> PytestResult:
-        res = run_pytest(_alone_args(file, pytest_args, cwd), cwd=cwd, timeout_s=timeout_s)
+        with History(history.path) as own:  # one connection per pool thread
+            rid, res = run_recorded(own, _alone_args(file, pytest_args, cwd), kind="sweep", cwd=cwd,
+                                    meta={"sweep_of": suite.id, "file": file, "repeat": rep},
+                                    timeout_s=timeout_s)
+        run_ids[(file, rep)] = rid
         if progress:
             bad = sum(1 for t in res.tests if not is_ok(t.outcome))
             progress(f"{file} alone (repeat {rep + 1}): {len(res.tests)} tests, {bad} not passing")
@@ -221,9 +227,7 @@ def sweep(history: History, *, cwd: Path, pytest_args: Sequence[str] = (), repea
     results = run_pool(tasks, one, jobs=jobs, budget_mb=budget_mb, mem=mem)
     alone: dict[str, list[str]] = {}
     for (file, rep), res in sorted(results.items(), key=lambda kv: (kv[0][1], kv[0][0])):
-        rid = record(history, res, kind="sweep", cwd=cwd,
-                     meta={"sweep_of": suite.id, "file": file, "repeat": rep})
-        report.alone_runs.append(rid)
+        report.alone_runs.append(run_ids[(file, rep)])
         seen = {t.nodeid for t in res.tests}
         for done in res.tests:
             alone.setdefault(done.nodeid, []).append(done.outcome)
