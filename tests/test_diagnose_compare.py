@@ -42,8 +42,15 @@ def test_cpu_time_covers_the_whole_process_tree() -> None:
 
 
 def test_a_known_ten_percent_difference_is_detected_with_enough_runs() -> None:
+    """8 runs suffice on a quiet machine; on a loaded one the tool says how many more it needs,
+    and with that many (capped at 40) it must find the difference."""
     res = compare_commands("sleep 0.22", "sleep 0.2", runs=8, warmup=1)
     assert res.wall is not None
+    if res.wall.verdict != "b-faster":
+        assert res.wall.verdict == "unclear", res.wall.sentence()
+        need = res.wall.runs_needed or 40
+        res = compare_commands("sleep 0.22", "sleep 0.2", runs=min(40, max(12, need * 3 // 2)), warmup=1)
+        assert res.wall is not None
     assert res.wall.verdict == "b-faster", res.wall.sentence()
     assert res.wall.ci_low <= 1.10 * 1.03 and res.wall.ci_high >= 1.10 / 1.03
     assert res.wall.sentence().startswith("B is 1.1")

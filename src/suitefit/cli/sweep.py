@@ -17,7 +17,7 @@ from suitefit.units import fmt_mb, fmt_s, parse_size_mb
 @click.command("sweep", context_settings={"ignore_unknown_options": True})
 @click.option("--repeat", type=int, default=None, help="Runs of each file alone (default 1; 2+ finds flaky tests).")
 @click.option("--jobs", "-j", type=int, default=None, help="Parallel pytest processes (default: CPUs, within the memory budget).")
-@click.option("--memory-budget", default=None, help="Memory the parallel runs may use, e.g. 4GiB (default: [tool.suitefit] memory_budget or 90% of available).")
+@click.option("--memory-budget", default=None, help="Memory the parallel runs may use, e.g. 4GiB (default: [tool.suitefit] memory_budget or available memory minus memory_margin).")
 @click.option("--run-id", type=int, default=None, help="The full run to compare with (default: the latest in the history).")
 @click.option("--fresh", is_flag=True, help="Make a new full run even if the history has one.")
 @click.option("--timeout", type=float, default=None, help="Kill one pytest process after this many seconds.")
@@ -49,6 +49,7 @@ def command(repeat: int | None, jobs: int | None, memory_budget: str | None, run
     with History(path) as h:
         rep = sweep(h, cwd=Path.cwd(), pytest_args=pytest_args, repeat=repeat, jobs=jobs or cfg.workers,
                     budget_mb=budget, run_id=run_id, fresh=fresh, default_file_mb=float(default_mb),
+                    memory_margin=cfg.memory_margin,
                     timeout_s=timeout, progress=progress)
     if as_json:
         click.echo(json.dumps(rep.to_json(), indent=2))

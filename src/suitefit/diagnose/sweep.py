@@ -175,7 +175,7 @@ def run_pool(tasks: Sequence[tuple[str, int]], run: Callable[[str, int], PytestR
 
 def sweep(history: History, *, cwd: Path, pytest_args: Sequence[str] = (), repeat: int = 1,
           jobs: int | None = None, budget_mb: float | None = None, run_id: int | None = None,
-          fresh: bool = False, default_file_mb: float = DEFAULT_FILE_MB,
+          fresh: bool = False, default_file_mb: float = DEFAULT_FILE_MB, memory_margin: float = 0.10,
           timeout_s: float | None = None,
           progress: Callable[[str], None] | None = None) -> SweepReport:
     """Run each file of the suite alone ``repeat`` times and classify what differs from the suite."""
@@ -202,7 +202,7 @@ def sweep(history: History, *, cwd: Path, pytest_args: Sequence[str] = (), repea
     n_cpu = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     jobs = max(1, min(jobs or n_cpu, len(files) * repeat))
     if budget_mb is None:
-        budget_mb = psutil.virtual_memory().available / 2**20 * 0.9
+        budget_mb = psutil.virtual_memory().available / 2**20 * (1.0 - memory_margin)
     mem = file_memory_mb(history, files, default_file_mb)
     report = SweepReport(suite.id, made, files, repeat, jobs, budget_mb)
     missing_root = [f for f in files if not (cwd / f).exists()]
