@@ -7,9 +7,9 @@ source "$ROOT/scripts/venv.sh"
 cd "$ROOT"
 echo "== ruff"; ruff check src tests benchmarks
 echo "== mypy"; mypy
-echo "== pytest"
+echo "== pytest, through suitefit run (the project tests itself with itself)"
 set +e
-python -m pytest "$@"
+suitefit run -- "$@"
 rc=$?
 set -e
 if [ "$rc" -eq 5 ]; then

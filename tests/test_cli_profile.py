@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import os
 import sqlite3
 import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 from clihelp import assert_one_line_error, json_out, suitefit
 
 from suitefit.history import History

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import sqlite3
 import textwrap
-from pathlib import Path
 
 import pytest
 
@@ -139,7 +138,7 @@ def test_phases_and_outcomes(pytester: pytest.Pytester) -> None:
         def test_error(broken):
             pass
         """))
-    res, s = run(pytester)
+    _res, s = run(pytester)
     with History(pytester.path / "h.sqlite") as h:
         tests = {t.nodeid.split("::")[1]: t for t in h.tests(s["run_id"])}
         run_rec = h.run(s["run_id"])

@@ -223,7 +223,7 @@ class SampleRecord:
 class EventRecord:
     id: int | None
     run_id: int
-    t: float
+    t: float  # epoch seconds
     kind: str
     worker: str | None
     nodeid: str | None

@@ -94,11 +94,14 @@ class Plan:
     placement: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # predicted worker -> unit names
     shard: tuple[int, int] | None = None  # (k, n), 1-based k
     warnings: tuple[str, ...] = ()
+    # session/package fixtures the units name: what stays resident on a worker once set up
+    fixtures: tuple[FixtureCost, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
         d["units"] = [asdict(u) for u in self.units]
         d["placement"] = {k: list(v) for k, v in self.placement.items()}
+        d["fixtures"] = [asdict(f) for f in self.fixtures]
         return d
 
     @classmethod
@@ -133,4 +136,16 @@ class Plan:
             placement={k: tuple(v) for k, v in d.get("placement", {}).items()},
             shard=(int(shard[0]), int(shard[1])) if shard else None,
             warnings=tuple(d.get("warnings", ())),
+            fixtures=tuple(
+                FixtureCost(
+                    name=f["name"],
+                    scope=f["scope"],
+                    setup_s=float(f["setup_s"]),
+                    teardown_s=float(f.get("teardown_s", 0.0)),
+                    procs=int(f.get("procs", 0)),
+                    mb=float(f.get("mb", 0.0)),
+                    files=tuple(f.get("files", ())),
+                )
+                for f in d.get("fixtures", ())
+            ),
         )

@@ -42,6 +42,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                 help="seconds between samples of the process tree (default 0.1)")
     g.addoption("--suitefit-threshold", default=None, metavar="SIZE",
                 help="memory line for 'seconds above' (e.g. 6GiB; default: the memory budget)")
+    g.addoption("--suitefit-plan", default=None, metavar="PATH",
+                help="run under this plan (written by `suitefit run`): its scheduler, journal, reaping")
+    g.addoption("--suitefit-grace", type=float, default=3.0, metavar="S",
+                help="seconds a process left behind by a test may live on before it is ended (default 3)")
 
 
 def _enabled(config: pytest.Config) -> bool:
@@ -83,17 +87,20 @@ class RunSide:
         self.recorder = RunRecorder(history.path.as_posix(), run_id, self.sampler, threshold_mb, started)
         self.finished = False
         self.local_worker: WorkerRecorder | None = None  # without xdist this process runs the tests
+        self.control: Any = None  # RunControl, when running under a plan
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
         node.workerinput["suitefit_run_id"] = self.run_id
         node.workerinput["suitefit_history"] = self.history.path.as_posix()
+        if self.control is not None:
+            node.workerinput["suitefit_grace"] = self.control.grace_s
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
         if error:
             wid = node.gateway.id
-            self.history.add_event(self.run_id, timing.wall() - self.started, "worker_died",
+            self.history.add_event(self.run_id, timing.wall(), "worker_down",
                                    worker=wid, error=str(error))
 
     @pytest.hookimpl(trylast=True)
@@ -106,6 +113,8 @@ class RunSide:
         self.finished = True
         if self.local_worker is not None:
             self.local_worker.finish()
+        if self.control is not None:
+            self.control.finish()
         self.recorder.stop()
         wall = timing.perf_counter() - self.t0
         cpu = timing.cpu_seconds() - self.cpu0
@@ -178,6 +187,19 @@ def write_summary(tr: Any, h: History, run_id: int, top: int = 5) -> None:
                 f" set up by {x.setups} worker(s); used by {len(x.files)} file(s): {', '.join(x.files[:6])}"
                 + (" ..." if len(x.files) > 6 else "")
             )
+    for e in h.events(run_id, "leftover"):
+        d = e.detail_dict
+        tr.write_line(f"leftover process {d.get('pid')} ({str(d.get('cmdline', ''))[:80]}) started by "
+                      f"{e.nodeid}: {d.get('fate')}")
+    for e in h.events(run_id, "worker_died"):
+        d = e.detail_dict
+        tr.write_line(f"worker {e.worker} died ({d.get('exit')}) while running {e.nodeid}; "
+                      f"last measured memory {fmt_mb(d.get('mb'))}")
+    over = h.events(run_id, "sched_over-budget")
+    waits = h.events(run_id, "sched_wait")
+    if over or waits:
+        tr.write_line(f"memory admission: {len(waits)} wait(s); {len(over)} unit(s) ran alone over the budget"
+                      + "".join(f"; {e.nodeid}" for e in over[:3]))
     tr.write_line(f"history: {h.path} (suitefit history / suitefit report {run_id})")
 
 
@@ -214,11 +236,22 @@ def _configure_controller(config: pytest.Config) -> None:
     side = RunSide(config, history, run_id, started, threshold_mb, distributed)
     config.stash[RUN_KEY] = side
     config.pluginmanager.register(side, "suitefit-run")
+    plan_path = config.getoption("suitefit_plan")
+    if plan_path:
+        from suitefit.run_control import RunControl, load_plan
+
+        side.control = RunControl(config, load_plan(plan_path), history, run_id, side.sampler,
+                                  float(config.getoption("suitefit_grace")))
+        config.pluginmanager.register(side.control, "suitefit-control")
     if not distributed:
-        wr = WorkerRecorder(history, run_id, MAIN_WORKER, side.sampler)
+        grace = side.control.grace_s if side.control is not None else None
+        wr = WorkerRecorder(history, run_id, MAIN_WORKER, side.sampler, reap_grace_s=grace)
         config.stash[WORKER_KEY] = wr
         config.pluginmanager.register(wr, "suitefit-worker")
         side.local_worker = wr
+        if side.control is not None:
+            journal = side.control.journal
+            wr.on_test_start.append(lambda nodeid, since, mb: journal.start(MAIN_WORKER, nodeid, since, mb))
     side.sampler.start()
 
 
@@ -235,7 +268,9 @@ def _configure_worker(config: pytest.Config, workerinput: dict[str, Any]) -> Non
         return
     history = History(workerinput["suitefit_history"])
     sampler = TreeSampler(os.getpid(), interval=config.getoption("suitefit_interval"), pss_every=0)
-    wr = WorkerRecorder(history, int(run_id), str(workerinput["workerid"]), sampler)
+    grace = workerinput.get("suitefit_grace")
+    wr = WorkerRecorder(history, int(run_id), str(workerinput["workerid"]), sampler,
+                        reap_grace_s=float(grace) if grace is not None else None)
     config.stash[WORKER_KEY] = wr
     config.pluginmanager.register(wr, "suitefit-worker")
     sampler.start()

@@ -82,6 +82,7 @@ class WorkerRecorder:
     sampler: TreeSampler
     flush_every: int = 200
     pid: int = field(default_factory=os.getpid)
+    reap_grace_s: float | None = None  # when set: name and end processes left behind at the end
 
     def __post_init__(self) -> None:
         self._seq = 0
@@ -97,6 +98,9 @@ class WorkerRecorder:
         self._current: str | None = None
         self._current_since = 0.0
         self._finished = False
+        self._fixture_now: str | None = None
+        self.started_by: dict[int, str] = {}  # pid -> the test or fixture that started it
+        self.leftovers: list[Any] = []
         self.on_test_start: list[Any] = []  # callables(nodeid, wall, tree_mb): the journal
         self.sampler.subscribe(self._on_sample)
         self._started = proctree.create_time(self.pid)
@@ -141,9 +145,14 @@ class WorkerRecorder:
             cb(item.nodeid, now, self.sampler.last.rss_mb if self.sampler.last else None)
         cpu0 = timing.cpu_seconds()
         t0 = timing.perf_counter()
+        before = set(proctree.tree(self.pid)) if self.reap_grace_s is not None else None
         try:
             return (yield)
         finally:
+            if before is not None:
+                for p in proctree.tree(self.pid):
+                    if p not in before:
+                        self.started_by.setdefault(p, item.nodeid)
             wall = timing.perf_counter() - t0
             cpu = timing.cpu_seconds() - cpu0
             ph = self._phases.pop(item.nodeid, _Phases())
@@ -171,12 +180,16 @@ class WorkerRecorder:
             return (yield)
         before = set(proctree.tree(self.pid))
         self_before = proctree.rss_mb(self.pid)
+        self._fixture_now = fixturedef.argname
         t0 = timing.perf_counter()
         try:
             return (yield)
         finally:
             setup_s = timing.perf_counter() - t0
+            self._fixture_now = None
             new = [p for p in proctree.tree(self.pid) if p not in before]
+            for p in new:
+                self.started_by.setdefault(p, f"fixture {fixturedef.argname}")
             procs = [p for p in new if proctree.rss_mb(p) > 0]
             mb = proctree.sum_rss_mb(procs) + max(0.0, proctree.rss_mb(self.pid) - self_before)
             key = (fixturedef.argname, str(fixturedef.baseid))
@@ -261,12 +274,29 @@ class WorkerRecorder:
             self.history.add_files([self._file_rows[p] for p in sorted(self._dirty)])
             self._dirty.clear()
 
+    def reap_leftovers(self, grace_s: float) -> None:
+        """Name the processes this worker's tests left running, then end them after ``grace_s``."""
+        from suitefit.measure import reaper
+
+        pids = reaper.leftovers_under(self.pid)
+        if not pids:
+            return
+        found = reaper.describe(pids, self.started_by)
+        fate = reaper.reap([x.pid for x in found], grace_s)
+        for x in found:
+            self.leftovers.append(x)
+            self.history.add_event(self.run_id, timing.wall(), "leftover", worker=self.worker,
+                                   nodeid=x.started_by, pid=x.pid, cmdline=x.cmdline[:300],
+                                   fate=fate.get(x.pid, "?"))
+
     def finish(self) -> None:
         if self._finished:
             return
         self._finished = True
         self._close_segment()
         self.flush()
+        if self.reap_grace_s is not None:
+            self.reap_leftovers(self.reap_grace_s)
         if self._fixtures:
             self.history.add_fixtures([s.rec for s in self._fixtures.values()])
         startup = None

@@ -1,0 +1,154 @@
+"""``suitefit plan``: print the plan the history supports, its predictions, and why."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from suitefit.budget import detect_budget
+from suitefit.config import Config, load_config
+from suitefit.costs import load_cost_model
+from suitefit.model import Plan
+from suitefit.plan import make_plan, plan_shards
+from suitefit.units import fmt_mb, fmt_s
+
+SKIP_DIRS = {".git", ".venv", "venv", ".tox", ".nox", "node_modules", "__pycache__", ".suitefit",
+             "site-packages", "build", "dist", ".venvs"}
+SHOWN_UNITS = 25
+
+
+def discover_test_files(cfg: Config) -> list[str]:
+    """Test files by pytest's default names under ``testpaths`` (no history: nothing collected yet)."""
+    roots = [cfg.root]
+    if cfg.pyproject is not None:
+        try:
+            import tomllib
+        except ModuleNotFoundError:  # pragma: no cover - Python 3.10
+            import tomli as tomllib
+        try:
+            data = tomllib.loads(cfg.pyproject.read_text(encoding="utf-8"))
+            tp = data.get("tool", {}).get("pytest", {}).get("ini_options", {}).get("testpaths")
+            if isinstance(tp, list) and tp:
+                roots = [cfg.root / str(p) for p in tp]
+        except (OSError, ValueError):
+            pass
+    out: set[str] = set()
+    for root in roots:
+        if root.is_file():
+            out.add(root.relative_to(cfg.root).as_posix())
+            continue
+        stack = [root]
+        while stack:
+            d = stack.pop()
+            try:
+                entries = list(d.iterdir())
+            except OSError:
+                continue
+            for e in entries:
+                if e.is_dir():
+                    if e.name not in SKIP_DIRS and not e.name.startswith("."):
+                        stack.append(e)
+                elif e.suffix == ".py" and (e.name.startswith("test_") or e.name.endswith("_test.py")):
+                    out.add(e.relative_to(cfg.root).as_posix())
+    return sorted(out)
+
+
+def _print_plan(console: Any, plan: Plan, show_all: bool) -> None:
+    from rich.table import Table
+
+    title = "plan" if plan.shard is None else f"shard {plan.shard[0]}/{plan.shard[1]}"
+    table = Table(title=f"{title}: {len(plan.units)} units on {plan.workers} worker(s), "
+                        f"longest first", title_justify="left")
+    for col in ("#", "unit", "files", "predicted", "peak", "worker"):
+        table.add_column(col, justify="left" if col in ("unit", "worker") else "right")
+    where = {u: w for w, us in plan.placement.items() for u in us}
+    units = plan.units if show_all else plan.units[:SHOWN_UNITS]
+    for i, u in enumerate(units, 1):
+        table.add_row(str(i), u.name, str(len(u.files)), fmt_s(u.wall_s), fmt_mb(u.peak_mb),
+                      where.get(u.name, "-"))
+    console.print(table)
+    if len(units) < len(plan.units):
+        console.print(f"  ... {len(plan.units) - len(units)} more units (--all shows them)")
+    b = plan.budget
+    console.print(f"predicted: wall {fmt_s(plan.predicted_wall_s)}, peak "
+                  f"{fmt_mb(plan.predicted_peak_mb)} of a {fmt_mb(b.memory_mb)} budget, "
+                  f"{plan.workers} worker(s)", highlight=False)
+    console.print("why:")
+    for r in plan.reasons:
+        console.print(f"  - {r}", highlight=False, markup=False)
+    for w in plan.warnings:
+        console.print(f"  warning: {w}", style="yellow", highlight=False, markup=False)
+
+
+@click.command("plan")
+@click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
+@click.option("--memory-budget", metavar="SIZE", help="Memory budget, e.g. 6GiB (default: detected).")
+@click.option("--workers", type=click.IntRange(min=1), help="Pin the worker count.")
+@click.option("--shards", type=click.IntRange(min=1), help="Split into N CI shards.")
+@click.option("--history", "history_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="History file (default: [tool.suitefit] history).")
+@click.option("--all", "show_all", is_flag=True, help="List every unit, not only the first 25.")
+def command(as_json: bool, memory_budget: str | None, workers: int | None, shards: int | None,
+            history_path: Path | None, show_all: bool) -> None:
+    """Plan workers, groups, order and shards from the history, with one reason per decision."""
+    cfg = load_config()
+    path = history_path or cfg.history_path
+    budget = detect_budget(memory_budget, workers, cfg)
+    costs, found = load_cost_model(cfg, path)
+    discovered: list[str] = []
+    if not costs.runs_used:
+        discovered = discover_test_files(cfg)
+        costs, found = load_cost_model(cfg, path, files=discovered)
+    head = (f"history: {path} ({costs.runs_used} run(s) used)" if costs.runs_used else
+            f"no history at {path}" if not found else f"history {path} holds no finished run")
+    if not costs.runs_used:
+        head += (f": a safe first plan from default costs for {len(discovered)} test file(s) found "
+                 f"by name; memory admission stays on at run time")
+    if shards is not None:
+        split, plans = plan_shards(costs, budget, shards)
+        if as_json:
+            click.echo(json.dumps({"history": str(path), "history_found": bool(costs.runs_used),
+                                   "shards": shards, "balanced": split.balanced,
+                                   "plans": [p.to_json() for p in plans]}, indent=2))
+            return
+        console = _console()
+        console.print(head, highlight=False, markup=False)
+        from rich.table import Table
+
+        t = Table(title=f"{shards} shards", title_justify="left")
+        for c in ("shard", "files", "units", "workers", "predicted wall", "peak"):
+            t.add_column(c, justify="right")
+        for p in plans:
+            assert p.shard is not None
+            t.add_row(f"{p.shard[0]}/{p.shard[1]}", str(sum(len(u.files) for u in p.units)),
+                      str(len(p.units)), str(p.workers), fmt_s(p.predicted_wall_s),
+                      fmt_mb(p.predicted_peak_mb))
+        console.print(t)
+        walls = [p.predicted_wall_s for p in plans]
+        mean = sum(walls) / len(walls)
+        console.print(f"slowest shard {fmt_s(max(walls))} vs mean {fmt_s(mean)} "
+                      f"({max(walls) / mean - 1:+.1%})" if mean else "no work", highlight=False)
+        for p in plans:
+            console.print()
+            _print_plan(console, p, show_all)
+        return
+    plan = make_plan(costs, budget)
+    if as_json:
+        d = plan.to_json()
+        d["history"] = str(path)
+        d["history_found"] = bool(costs.runs_used)
+        click.echo(json.dumps(d, indent=2))
+        return
+    console = _console()
+    console.print(head, highlight=False, markup=False)
+    _print_plan(console, plan, show_all)
+
+
+def _console() -> Any:
+    from rich.console import Console
+
+    return Console(width=None if sys.stdout.isatty() else 120, highlight=False, soft_wrap=True)

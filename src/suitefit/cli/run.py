@@ -1,0 +1,127 @@
+"""`suitefit run`: plan from the history, then run the suite under that plan through xdist."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from suitefit.cli._common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    explain_exit,
+    finalize_run,
+    history_option,
+    run_pytest,
+    start_measured_run,
+)
+from suitefit.config import load_config
+from suitefit.errors import SuitefitError
+from suitefit.units import fmt_mb, fmt_s
+
+FORBIDDEN = ("-n", "--numprocesses", "--dist", "-d", "--tx", "--max-worker-restart", "--maxprocesses")
+
+
+def _check_args(args: list[str]) -> None:
+    for a in args:
+        name = a.split("=", 1)[0]
+        if name in FORBIDDEN or (a.startswith("-n") and a[2:].isdigit()):
+            raise SuitefitError(
+                f"pytest argument {a!r} conflicts with the plan: use `suitefit run --workers N` "
+                "(suitefit chooses -n, --dist and --max-worker-restart itself)"
+            )
+
+
+def parse_shard(text: str | None) -> tuple[int, int] | None:
+    if text is None:
+        return None
+    try:
+        k, n = (int(x) for x in text.split("/"))
+    except ValueError:
+        raise SuitefitError(f"--shard {text!r} is not K/N (for example 2/4)") from None
+    return k, n
+
+
+@click.command(context_settings={"ignore_unknown_options": True})
+@history_option
+@click.option("--memory-budget", default=None, help="memory the run may use, e.g. 6GiB (default: what the runner has, minus a margin)")
+@click.option("--workers", type=int, default=None, help="pin the worker count instead of choosing it")
+@click.option("--grace", type=float, default=3.0, show_default=True,
+              help="seconds a process a test left behind may live on before it is ended")
+@click.argument("pytest_args", nargs=-1, type=click.UNPROCESSED)
+def command(history_path: Path | None, memory_budget: str | None, workers: int | None, grace: float,
+            pytest_args: tuple[str, ...]) -> None:
+    """Run the suite under a plan made from the history (through pytest-xdist).
+
+    Arguments after `--` go to pytest. Every run is recorded, so each run improves the next plan.
+    """
+    from suitefit.budget import detect_budget
+    from suitefit.costs import load_cost_model
+    from suitefit.history import History
+    from suitefit.plan.planner import make_plan
+    from suitefit.run_control import pin_threads
+
+    args = list(pytest_args)
+    _check_args(args)
+    if grace < 0:
+        raise SuitefitError(f"--grace must be >= 0 seconds, got {grace}")
+    cfg = load_config()
+    path = history_path or cfg.history_path
+    costs, existed = load_cost_model(cfg, path)
+    budget = detect_budget(memory_budget, workers, cfg)
+    if costs.runs_used == 0 and budget.workers is None:
+        # Nothing measured: one worker per CPU; live admission still guards the memory.
+        from dataclasses import replace
+
+        budget = replace(budget, workers=budget.cpus,
+                         cpus_source=budget.cpus_source + "; no history: one worker per CPU")
+    plan = make_plan(costs, budget)
+    h = History(path)
+    if not existed or costs.runs_used == 0:
+        click.echo("suitefit: no measured runs in the history yet: a safe first plan "
+                   "(every file at a default cost); this run's measurements plan the next one", err=True)
+    click.echo(
+        f"suitefit: plan: {plan.workers} worker(s), predicted wall {fmt_s(plan.predicted_wall_s)}, "
+        f"peak {fmt_mb(plan.predicted_peak_mb)} of a {fmt_mb(budget.memory_mb)} budget "
+        f"({budget.memory_source}); `suitefit plan` explains each decision", err=True)
+    for w in plan.warnings:
+        click.echo(f"suitefit: warning: {w}", err=True)
+    run_id = start_measured_run(h, "run", args, workers_planned=plan.workers)
+    h.update_run(run_id, plan=plan.to_json(), budget_mb=budget.memory_mb)
+    plan_file = h.path.parent / f"plan-{run_id}.json"
+    plan_file.write_text(json.dumps(plan.to_json(), indent=1))
+    full = ["--suitefit", "--suitefit-history", str(h.path), "--suitefit-run-id", str(run_id),
+            "--suitefit-plan", str(plan_file), "--suitefit-grace", str(grace),
+            "--suitefit-threshold", f"{budget.memory_mb:.0f}MiB"]
+    if plan.workers >= 2:
+        full += ["-n", str(plan.workers), "--max-worker-restart=0"]
+    else:
+        full += ["-n", "0"] if _has_xdist() else []
+    env = os.environ.copy()
+    pin_threads(env)
+    rc = run_pytest([*full, *args], env=env)
+    status = finalize_run(h, run_id, rc)
+    run = h.run(run_id)
+    click.echo(
+        f"suitefit: run {run_id}: wall {fmt_s(run.wall_s)} (predicted {fmt_s(plan.predicted_wall_s)}), "
+        f"peak {fmt_mb(run.peak_rss_mb)} (predicted {fmt_mb(plan.predicted_peak_mb)}, "
+        f"budget {fmt_mb(budget.memory_mb)})", err=True)
+    died = h.events(run_id, "worker_died")
+    if died:
+        d = died[0]
+        raise SuitefitError(
+            f"run {run_id}: worker {d.worker} died ({d.detail_dict.get('exit')}) while running {d.nodeid}; "
+            f"last measured memory {fmt_mb(d.detail_dict.get('mb'))}", exit_code=rc if rc > 0 else 1)
+    problem = explain_exit(rc, status)
+    if problem:
+        raise SuitefitError(f"run {run_id}: {problem}", exit_code=rc if rc > 0 else 1)
+    sys.exit(rc if rc in (EXIT_OK, EXIT_FAILED) else 1)
+
+
+def _has_xdist() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("xdist") is not None

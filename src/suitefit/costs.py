@@ -1,0 +1,225 @@
+"""The cost model: what the history says each file, worker and fixture costs.
+
+This is the I/O edge in front of the pure planner. Per file: the median, over the
+last ``last`` runs that include it, of its wall time in that run (summed across
+workers when xdist split it), and the largest peak memory above baseline in those
+runs (memory is not averaged: a runner dies at the peak). A persistent fixture's
+setup time and memory are charged to the fixture, not to the file that happened
+to set it up first on its worker, so the planner can count them once per worker.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from suitefit.config import Config
+from suitefit.history import History
+from suitefit.model import CostModel, FileCost, FixtureCost, WorkerCost
+from suitefit.units import fmt_mb, fmt_s
+
+LAST_RUNS = 5  # runs per file the median is taken over
+WINDOW_RUNS = 20  # most recent runs read at all
+DEFAULT_FILE_S = 1.0
+DEFAULT_FILE_MB = 50.0
+DEFAULT_WORKER = WorkerCost(startup_s=1.0, baseline_mb=100.0)
+PERSISTENT = ("session", "package")
+IGNORED_KINDS = ("compare",)  # A/B runs of other configurations say nothing about this one
+
+
+def _q(ids: Sequence[int]) -> str:
+    return ",".join(str(int(i)) for i in ids)
+
+
+def build_cost_model(history: History | None, *, files: Sequence[str] = (),
+                     groups: Mapping[str, Sequence[str]] | None = None, last: int = LAST_RUNS,
+                     window: int = WINDOW_RUNS, default_s: float | None = None,
+                     default_mb: float | None = None) -> CostModel:
+    """A CostModel from ``history``; ``files`` never seen (and declared ones) get a stated default."""
+    declared = {str(k): tuple(v) for k, v in (groups or {}).items()}
+    notes: list[str] = []
+    run_ids: list[int] = []
+    if history is not None:
+        marks = ",".join("?" * len(IGNORED_KINDS))
+        rows = history.execute(
+            f"SELECT id FROM runs WHERE status != 'running' AND kind NOT IN ({marks}) "
+            f"AND id IN (SELECT DISTINCT run_id FROM files) ORDER BY id DESC LIMIT ?",
+            [*IGNORED_KINDS, int(window)],
+        )
+        run_ids = [int(r[0]) for r in rows]
+    fcosts: dict[str, FileCost] = {}
+    fixtures: tuple[FixtureCost, ...] = ()
+    worker = DEFAULT_WORKER
+    serial_peak: float | None = None
+    used_runs: set[int] = set()
+    if history is not None and run_ids:
+        fixtures, fx_rows, fx_files = _fixtures(history, run_ids)
+        fcosts, used_runs = _files(history, run_ids, last, fx_rows, fx_files)
+        worker, wnote = _worker(history, sorted(used_runs))
+        notes.append(wnote)
+        row = history.execute(
+            "SELECT peak_rss_mb FROM runs WHERE status != 'running' AND workers <= 1 "
+            "AND peak_rss_mb IS NOT NULL ORDER BY id DESC LIMIT 1")
+        serial_peak = float(row[0][0]) if row else None
+        notes.insert(0, f"costs from {len(used_runs)} recorded run(s) (ids {min(used_runs)}.."
+                        f"{max(used_runs)}): per file the median time of its last {last} runs "
+                        f"and the largest peak")
+    else:
+        notes.append(f"no worker measured: assumed {fmt_s(worker.startup_s)} startup and "
+                     f"{fmt_mb(worker.baseline_mb)} baseline per worker")
+    # defaults for files never measured
+    want = list(dict.fromkeys([*files, *(f for fs in declared.values() for f in fs)]))
+    missing = [f for f in want if f not in fcosts]
+    if missing:
+        measured = list(fcosts.values())
+        if default_s is not None or default_mb is not None:
+            s = default_s if default_s is not None else DEFAULT_FILE_S
+            mb = default_mb if default_mb is not None else DEFAULT_FILE_MB
+            src = "[tool.suitefit] default_file_s/default_file_mb"
+        elif measured:
+            s = statistics.median(fc.wall_s for fc in measured)
+            mb = statistics.median(fc.peak_mb for fc in measured)
+            src = "the median of measured files"
+        else:
+            s, mb, src = DEFAULT_FILE_S, DEFAULT_FILE_MB, "nothing measured yet"
+        for f in missing:
+            fcosts[f] = FileCost(path=f, wall_s=s, peak_mb=mb, measured=False)
+        notes.append(f"{len(missing)} file(s) never measured: default {fmt_s(s)} / {fmt_mb(mb)} "
+                     f"each ({src})")
+    return CostModel(
+        files=tuple(fcosts[f] for f in sorted(fcosts)),
+        fixtures=fixtures,
+        worker=worker,
+        serial_peak_mb=serial_peak,
+        runs_used=len(used_runs),
+        declared_groups=declared,
+        notes=tuple(notes),
+    )
+
+
+def _fixtures(history: History, run_ids: Sequence[int]) -> tuple[
+        tuple[FixtureCost, ...], dict[tuple[int, str], dict[str, tuple[float, float]]],
+        dict[int, dict[str, set[str]]]]:
+    """Fixture costs, per (run, worker) the persistent fixtures set up there, and their users."""
+    ids = _q(run_ids)
+    rows = history.execute(
+        f"SELECT run_id, worker, name, scope, setup_s, teardown_s, procs, mb FROM fixtures "
+        f"WHERE run_id IN ({ids}) ORDER BY run_id DESC")
+    users: dict[int, dict[str, set[str]]] = {}
+    for run_id, name, file in history.execute(
+            f"SELECT run_id, name, file FROM fixture_files WHERE run_id IN ({ids})"):
+        users.setdefault(int(run_id), {}).setdefault(str(name), set()).add(str(file))
+    per_name: dict[str, list[tuple[int, str, float, float | None, int, float]]] = {}
+    on_worker: dict[tuple[int, str], dict[str, tuple[float, float]]] = {}
+    scope_of: dict[str, str] = {}
+    for run_id, worker, name, scope, setup_s, teardown_s, procs, mb in rows:
+        scope_of.setdefault(name, scope)  # newest first
+        per_name.setdefault(name, []).append((run_id, worker, setup_s, teardown_s, procs, mb))
+        if scope in PERSISTENT:
+            d = on_worker.setdefault((int(run_id), str(worker)), {})
+            old = d.get(name, (0.0, 0.0))
+            d[name] = (max(old[0], float(setup_s)), max(old[1], float(mb or 0.0)))
+    out = []
+    for name, rs in sorted(per_name.items()):
+        files = sorted({f for r in run_ids for f in users.get(r, {}).get(name, ())})
+        tds = [float(r[3]) for r in rs if r[3] is not None]
+        out.append(FixtureCost(
+            name=name, scope=scope_of[name],
+            setup_s=statistics.median(float(r[2]) for r in rs),
+            teardown_s=statistics.median(tds) if tds else 0.0,
+            procs=max(int(r[4] or 0) for r in rs),
+            mb=max(float(r[5] or 0.0) for r in rs),
+            files=tuple(files),
+        ))
+    return tuple(out), on_worker, users
+
+
+def _files(history: History, run_ids: Sequence[int], last: int,
+           fx_on_worker: Mapping[tuple[int, str], Mapping[str, tuple[float, float]]],
+           fx_users: Mapping[int, Mapping[str, set[str]]]) -> tuple[dict[str, FileCost], set[int]]:
+    rows = history.execute(
+        f"SELECT run_id, worker, path, started, wall_s, cpu_s, tests, peak_mb FROM files "
+        f"WHERE run_id IN ({_q(run_ids)}) ORDER BY run_id, worker, started")
+    # per (run, path): [wall, cpu, tests, peak]
+    per: dict[tuple[int, str], list[float]] = {}
+    first_user: dict[tuple[int, str, str], bool] = {}
+    for run_id, worker, path, _started, wall_s, cpu_s, tests, peak_mb in rows:
+        wall, peak = float(wall_s), float(peak_mb)
+        held = fx_on_worker.get((run_id, worker))
+        if held:  # charge fixture setup to the fixture, on the first file that used it here
+            users = fx_users.get(run_id, {})
+            for name, (setup_s, mb) in held.items():
+                if path in users.get(name, ()) and (run_id, worker, name) not in first_user:
+                    first_user[(run_id, worker, name)] = True
+                    wall = max(0.0, wall - setup_s)
+                    peak = max(0.0, peak - mb)
+        acc = per.setdefault((run_id, path), [0.0, 0.0, 0.0, 0.0])
+        acc[0] += wall
+        acc[1] += float(cpu_s)
+        acc[2] += int(tests)
+        acc[3] = max(acc[3], peak)
+    by_path: dict[str, list[tuple[int, list[float]]]] = {}
+    for (run_id, path), acc in per.items():
+        by_path.setdefault(path, []).append((run_id, acc))
+    fx_of: dict[str, set[str]] = {}
+    for run_users in fx_users.values():
+        for name, fs in run_users.items():
+            for f in fs:
+                fx_of.setdefault(f, set()).add(name)
+    out: dict[str, FileCost] = {}
+    used: set[int] = set()
+    for path, rs in by_path.items():
+        rs.sort(key=lambda r: -r[0])
+        rs = rs[:last]
+        used.update(r[0] for r in rs)
+        out[path] = FileCost(
+            path=path,
+            wall_s=statistics.median(r[1][0] for r in rs),
+            peak_mb=max(r[1][3] for r in rs),
+            tests=int(rs[0][1][2]),
+            cpu_s=statistics.median(r[1][1] for r in rs),
+            fixtures=tuple(sorted(fx_of.get(path, ()))),
+            measured=True,
+        )
+    return out, used
+
+
+def _worker(history: History, run_ids: Sequence[int]) -> tuple[WorkerCost, str]:
+    rows = history.execute(
+        f"SELECT startup_s, baseline_mb FROM workers WHERE run_id IN ({_q(run_ids)}) "
+        f"AND startup_s IS NOT NULL AND baseline_mb IS NOT NULL")
+    if not rows:
+        w = DEFAULT_WORKER
+        return w, (f"no worker startup recorded: assumed {fmt_s(w.startup_s)} startup and "
+                   f"{fmt_mb(w.baseline_mb)} baseline per worker")
+    w = WorkerCost(startup_s=statistics.median(float(r[0]) for r in rows),
+                   baseline_mb=statistics.median(float(r[1]) for r in rows))
+    return w, (f"worker startup {fmt_s(w.startup_s)} and baseline {fmt_mb(w.baseline_mb)}: "
+               f"medians of {len(rows)} recorded worker(s)")
+
+
+def load_cost_model(cfg: Config, history_path: Path | None = None,
+                    files: Sequence[str] = ()) -> tuple[CostModel, bool]:
+    """The cost model for ``cfg`` (history path from config unless given); True if history existed."""
+    path = history_path or cfg.history_path
+    ds = cfg.raw.get("default_file_s")
+    dm = cfg.raw.get("default_file_mb")
+    default_mb = None
+    if dm is not None:
+        from suitefit.units import parse_size_mb
+
+        default_mb = parse_size_mb(dm, "[tool.suitefit] default_file_mb")
+    default_s = None
+    if ds is not None:
+        if not isinstance(ds, (int, float)) or isinstance(ds, bool) or ds < 0:
+            from suitefit.errors import SuitefitError
+
+            raise SuitefitError(f"[tool.suitefit] default_file_s must be seconds >= 0, got {ds!r}")
+        default_s = float(ds)
+    if not Path(path).exists():
+        return build_cost_model(None, files=files, groups=cfg.groups, default_s=default_s,
+                                default_mb=default_mb), False
+    with History(path, create=False) as h:
+        return build_cost_model(h, files=files, groups=cfg.groups, default_s=default_s,
+                                default_mb=default_mb), True

@@ -1,0 +1,140 @@
+"""What is in flight, kept where it survives: a file on disk and lines in the log.
+
+When a CI runner is killed for memory its disk goes with it; only what already
+reached the job log survives. So the journal is a small JSON file rewritten
+atomically (for `suitefit report`/`bisect` after a crash the job survived), and
+the heartbeat prints a line naming the tests in flight each time the tree's
+memory crosses 70%, 85% and 95% of the budget.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+from suitefit import timing
+from suitefit.measure.sampler import Sample
+from suitefit.units import fmt_mb
+
+LEVELS = (0.70, 0.85, 0.95)
+REARM = 0.05  # a level fires again only after memory fell this far below it
+
+
+@dataclass
+class InFlight:
+    worker: str
+    nodeid: str
+    since: float  # epoch
+    mb: float | None  # the worker's tree RSS when last seen
+
+
+class Journal:
+    """Each worker's current test; written to ``path`` at most every ``min_interval`` s."""
+
+    def __init__(self, path: Path, run_id: int, min_interval: float = 0.25) -> None:
+        self.path = path
+        self.run_id = run_id
+        self.min_interval = min_interval
+        self._lock = threading.Lock()
+        self._inflight: dict[str, InFlight] = {}
+        self._last_write = 0.0
+        self._dirty = False
+        self.tree_mb: float | None = None
+
+    def start(self, worker: str, nodeid: str, since: float | None = None, mb: float | None = None) -> None:
+        with self._lock:
+            self._inflight[worker] = InFlight(worker, nodeid, since or timing.wall(), mb)
+            self._dirty = True
+        self.maybe_write()
+
+    def done(self, worker: str) -> None:
+        with self._lock:
+            if self._inflight.pop(worker, None) is not None:
+                self._dirty = True
+        self.maybe_write()
+
+    def update_memory(self, worker_mb: dict[str, float], tree_mb: float) -> None:
+        with self._lock:
+            self.tree_mb = tree_mb
+            for w, mb in worker_mb.items():
+                if w in self._inflight:
+                    self._inflight[w].mb = mb
+            self._dirty = True
+        self.maybe_write()
+
+    def snapshot(self) -> list[InFlight]:
+        with self._lock:
+            return sorted((InFlight(**asdict(x)) for x in self._inflight.values()), key=lambda x: x.worker)
+
+    def maybe_write(self, force: bool = False) -> None:
+        now = timing.monotonic()
+        if not force and (not self._dirty or now - self._last_write < self.min_interval):
+            return
+        with self._lock:
+            data = {"run_id": self.run_id, "written": timing.wall(), "tree_mb": self.tree_mb,
+                    "inflight": [asdict(x) for x in self._inflight.values()]}
+            self._dirty = False
+            self._last_write = now
+        tmp = self.path.with_suffix(f".tmp{os.getpid()}")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            tmp.write_text(json.dumps(data))
+            os.replace(tmp, self.path)
+        except OSError:
+            pass  # the log line is the record that matters; never fail the run for this
+
+
+def read_journal(path: Path) -> dict[str, Any] | None:
+    try:
+        return dict(json.loads(path.read_text()))
+    except (OSError, ValueError):
+        return None
+
+
+def describe_inflight(items: list[InFlight], now: float | None = None) -> str:
+    now = now or timing.wall()
+    if not items:
+        return "no test in flight"
+    return "; ".join(
+        f"{x.worker}: {x.nodeid} ({now - x.since:.1f} s, {fmt_mb(x.mb)})" for x in items
+    )
+
+
+class Heartbeat:
+    """Fires ``emit(line)`` when the tree's memory crosses a level of the budget, upward."""
+
+    def __init__(self, budget_mb: float, journal: Journal, emit: Callable[[str, float, float], None],
+                 levels: tuple[float, ...] = LEVELS) -> None:
+        self.budget_mb = budget_mb
+        self.journal = journal
+        self.emit = emit
+        self.levels = levels
+        self._armed = {lv: True for lv in levels}
+
+    def __call__(self, s: Sample) -> None:
+        frac = s.rss_mb / self.budget_mb
+        for lv in self.levels:
+            if self._armed[lv] and frac >= lv:
+                self._armed[lv] = False
+                line = (f"suitefit: heartbeat: tree memory {fmt_mb(s.rss_mb)} crossed {lv:.0%} of the "
+                        f"{fmt_mb(self.budget_mb)} budget; in flight: {describe_inflight(self.journal.snapshot())}")
+                self.journal.maybe_write(force=True)
+                self.emit(line, lv, s.rss_mb)
+            elif not self._armed[lv] and frac < lv - REARM:
+                self._armed[lv] = True
+
+
+def log_writer(stream: TextIO) -> Callable[[str], None]:
+    def write(line: str) -> None:
+        try:
+            stream.write(line + "\n")
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+
+    return write

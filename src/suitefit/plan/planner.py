@@ -1,0 +1,194 @@
+"""``make_plan``: costs and a budget in, a Plan with its reasons out.
+
+Steps: fill defaults for files never measured, find fixture groups, then for each
+worker count worth trying build the units (groups split only to stay off the
+critical path), order them longest first and simulate the dispatcher; keep the
+fewest workers that reach the best predicted wall inside the budget.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import replace
+
+from suitefit.errors import SuitefitError
+from suitefit.model import Budget, CostModel, FileCost, FixtureCost, Plan, Unit
+from suitefit.plan.grouping import (
+    DEFAULT_RULES,
+    PERSISTENT_SCOPES,
+    GroupingRules,
+    build_units,
+    find_groups,
+    order_units,
+)
+from suitefit.plan.shards import ShardSplit, check_shard, costs_for_shard, split_shards
+from suitefit.plan.simulate import Simulation, simulate
+from suitefit.plan.workers import Candidate, choose_workers
+from suitefit.units import fmt_mb, fmt_s
+
+DEFAULT_FILE_S = 1.0
+DEFAULT_FILE_MB = 50.0
+MAX_HOG_LINES = 20
+
+
+def _file_costs(costs: CostModel) -> tuple[dict[str, FileCost], list[str]]:
+    """Every file the plan must place, with a stated default for declared-but-unmeasured ones."""
+    fcs = {fc.path: fc for fc in costs.files}
+    missing = [f for fs in costs.declared_groups.values() for f in fs if f not in fcs]
+    notes: list[str] = []
+    if missing:
+        measured = [fc for fc in costs.files if fc.measured]
+        if measured:
+            s = statistics.median(fc.wall_s for fc in measured)
+            mb = statistics.median(fc.peak_mb for fc in measured)
+            src = "the median of measured files"
+        else:
+            s, mb, src = DEFAULT_FILE_S, DEFAULT_FILE_MB, "no file measured"
+        for f in dict.fromkeys(missing):
+            fcs[f] = FileCost(path=f, wall_s=s, peak_mb=mb, measured=False)
+        notes.append(f"{len(set(missing))} declared file(s) never measured: default "
+                     f"{fmt_s(s)} / {fmt_mb(mb)} each ({src})")
+    return fcs, notes
+
+
+def _validate(budget: Budget) -> None:
+    if not budget.memory_mb > 0:
+        raise SuitefitError(f"memory budget must be positive, got {budget.memory_mb} MiB")
+    if budget.cpus < 1:
+        raise SuitefitError(f"CPU count must be at least 1, got {budget.cpus}")
+    if budget.workers is not None and budget.workers < 1:
+        raise SuitefitError(f"worker count must be at least 1, got {budget.workers}")
+
+
+def _hog_reasons(units: tuple[Unit, ...], sim: Simulation, budget: Budget, workers: int,
+                 baseline_mb: float) -> list[str]:
+    share = (budget.memory_mb - workers * baseline_mb) / workers
+    hogs = [u for u in units if u.peak_mb > 0 and u.peak_mb > share]
+    out = []
+    for u in hogs[:MAX_HOG_LINES]:
+        waited = sim.waited_s.get(u.name)
+        if any(u.name in w for w in sim.warnings):
+            out.append(f"hog {u.name} (peak {fmt_mb(u.peak_mb)}): over the budget even alone; "
+                       f"runs alone, with a warning")
+        elif waited:
+            out.append(f"hog {u.name} (peak {fmt_mb(u.peak_mb)}, more than a worker's share "
+                       f"{fmt_mb(max(share, 0))}): serialised - waits about {fmt_s(waited)} "
+                       f"until the tree has room for it")
+        else:
+            out.append(f"hog {u.name} (peak {fmt_mb(u.peak_mb)}, more than a worker's share "
+                       f"{fmt_mb(max(share, 0))}): admitted when it comes up - what runs beside "
+                       f"it is predicted to fit")
+    if len(hogs) > MAX_HOG_LINES:
+        n_wait = sum(1 for u in hogs[MAX_HOG_LINES:] if sim.waited_s.get(u.name))
+        out.append(f"... and {len(hogs) - MAX_HOG_LINES} more hogs ({n_wait} of them serialised)")
+    if not hogs:
+        out.append(f"memory: no unit needs more than a worker's share ({fmt_mb(max(share, 0))}); "
+                   f"admission stays on at run time against the live measurement")
+    return out
+
+
+def _plan_one(costs: CostModel, budget: Budget, rules: GroupingRules,
+              shard: tuple[int, int] | None, pre_reasons: list[str]) -> Plan:
+    fcs, notes = _file_costs(costs)
+    fixtures = {fx.name: fx for fx in costs.fixtures if fx.scope in PERSISTENT_SCOPES}
+    groups = find_groups(costs, fcs, rules)
+    used = {n for fc in fcs.values() for n in fc.fixtures if n in fixtures}
+    plan_fixtures: tuple[FixtureCost, ...] = tuple(fixtures[n] for n in sorted(used))
+    total = sum(fc.wall_s for fc in fcs.values()) + sum(
+        fixtures[n].setup_s for g in groups.fixture_groups for n in g.fixtures)
+    declared_names = [f"group:{n}" for n, _ in groups.declared]
+    worker = costs.worker
+
+    def evaluate(w: int) -> Candidate:
+        units, greasons = build_units(groups, fcs, fixtures, workers=w, lane_s=total / w)
+        ordered = tuple(order_units(units, declared_names))
+        tmp = Plan(workers=w, units=ordered, budget=budget, predicted_wall_s=0.0,
+                   predicted_peak_mb=0.0, reasons=(), fixtures=plan_fixtures)
+        sim = simulate(tmp, startup_s=worker.startup_s, baseline_mb=worker.baseline_mb,
+                       budget_mb=budget.memory_mb, cpus=budget.cpus)
+        return Candidate(w, ordered, sim, tuple(greasons))
+
+    n_units_max = len(groups.declared) + len(groups.singles) + sum(
+        len(g.files) for g in groups.fixture_groups)
+    chosen, wreasons, _ = choose_workers(evaluate, budget, worker, n_units_max)
+    sim = chosen.sim
+    reasons = list(pre_reasons)
+    reasons += list(costs.notes) + notes
+    if not costs.runs_used:
+        reasons.append("no history: every file gets a default cost; run `suitefit profile` "
+                       "to plan from measurements")
+    reasons.append(f"budget: {fmt_mb(budget.memory_mb)} ({budget.memory_source or 'given'}), "
+                   f"{budget.cpus} CPUs ({budget.cpus_source or 'given'})")
+    reasons.append(f"each worker: {fmt_s(worker.startup_s)} startup, {fmt_mb(worker.baseline_mb)} "
+                   f"baseline")
+    reasons += wreasons
+    for u in chosen.units:
+        if u.name.startswith(("fixture:", "group:")):
+            reasons.append(f"{u.name}: {u.reason}")
+    reasons += list(chosen.group_reasons)
+    for n, g in ((g.name, g) for g in groups.fixture_groups):
+        if len(g.files) < 2:
+            reasons.append(f"{n}: one file, no grouping needed")
+    reasons += _hog_reasons(chosen.units, sim, budget, chosen.workers, worker.baseline_mb)
+    reasons.append(f"order: {len(chosen.units)} units, longest predicted first"
+                   + ("; declared groups keep their declared order" if declared_names else ""))
+    return Plan(
+        workers=chosen.workers,
+        units=chosen.units,
+        budget=budget,
+        predicted_wall_s=sim.wall_s,
+        predicted_peak_mb=sim.peak_mb,
+        reasons=tuple(reasons),
+        placement=dict(sim.placement),
+        shard=shard,
+        warnings=sim.warnings,
+        fixtures=plan_fixtures,
+    )
+
+
+def shard_split(costs: CostModel, shards: int,
+                rules: GroupingRules = DEFAULT_RULES) -> ShardSplit:
+    """The split every shard agrees on (same history in, same split out)."""
+    fcs, _ = _file_costs(costs)
+    fixtures = {fx.name: fx for fx in costs.fixtures if fx.scope in PERSISTENT_SCOPES}
+    return split_shards(costs, shards, fcs, fixtures, rules)
+
+
+def _shard_costs(costs: CostModel, split: ShardSplit, k: int) -> CostModel:
+    fcs, _ = _file_costs(costs)
+    full = replace(costs, files=tuple(fcs.values()))
+    return costs_for_shard(full, split, k)
+
+
+def make_plan(costs: CostModel, budget: Budget, *, shards: int | None = None,
+              shard: int | None = None, rules: GroupingRules = DEFAULT_RULES) -> Plan:
+    """Plan the suite (or shard ``shard`` of ``shards``) for ``budget``."""
+    _validate(budget)
+    if shards is None:
+        if shard is not None:
+            raise SuitefitError("a shard number needs a shard count (K/N)")
+        return _plan_one(costs, budget, rules, None, [])
+    if shard is None:
+        raise SuitefitError("planning one shard needs its number K of the N shards")
+    check_shard(shard, shards)
+    split = shard_split(costs, shards, rules)
+    return _plan_shard(costs, budget, rules, split, shard)
+
+
+def _plan_shard(costs: CostModel, budget: Budget, rules: GroupingRules, split: ShardSplit,
+                k: int) -> Plan:
+    sub = _shard_costs(costs, split, k)
+    pre = list(split.reasons)
+    pre.append(f"shard {k}/{split.shards}: {len(split.files(k))} files, predicted work "
+               f"{fmt_s(split.work_s[k - 1])}")
+    return _plan_one(replace(sub, notes=()), budget, rules, (k, split.shards),
+                     pre + list(costs.notes))
+
+
+def plan_shards(costs: CostModel, budget: Budget, shards: int,
+                rules: GroupingRules = DEFAULT_RULES) -> tuple[ShardSplit, list[Plan]]:
+    """All N shard plans from one split (what `suitefit plan --shards N` prints)."""
+    _validate(budget)
+    check_shard(None, shards)
+    split = shard_split(costs, shards, rules)
+    return split, [_plan_shard(costs, budget, rules, split, k) for k in range(1, shards + 1)]

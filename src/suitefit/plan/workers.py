@@ -1,0 +1,136 @@
+"""Worker count: the fewest workers that reach the best predicted wall inside the budget.
+
+Each worker costs its startup time (interpreter, conftest import, collection) and
+its baseline memory; a worker that does not cut the predicted wall time by more
+than ``PAYS_FRACTION`` (below run-to-run noise) does not pay for itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from suitefit.errors import SuitefitError
+from suitefit.model import Budget, Unit, WorkerCost
+from suitefit.plan.simulate import Simulation
+from suitefit.units import fmt_mb, fmt_s
+
+PAYS_FRACTION = 0.02  # an extra worker must save more than 2% of the predicted wall
+EXHAUSTIVE_UP_TO = 12  # above this many candidate counts, search coarse then refine
+
+
+@dataclass(frozen=True)
+class Candidate:
+    workers: int
+    units: tuple[Unit, ...]
+    sim: Simulation
+    group_reasons: tuple[str, ...] = ()
+
+
+def max_workers(budget: Budget, worker: WorkerCost, n_units: int) -> tuple[int, list[str]]:
+    """The largest count worth trying, and why it stops there."""
+    reasons: list[str] = []
+    if budget.memory_mb < worker.baseline_mb:
+        raise SuitefitError(
+            f"memory budget {fmt_mb(budget.memory_mb)} is below one worker's baseline "
+            f"{fmt_mb(worker.baseline_mb)}: nothing can run; raise --memory-budget"
+        )
+    by_mem = int(budget.memory_mb // worker.baseline_mb) if worker.baseline_mb > 0 else 10**6
+    if budget.workers is not None:
+        if budget.workers > by_mem:
+            raise SuitefitError(
+                f"{budget.workers} workers need {fmt_mb(budget.workers * worker.baseline_mb)} for "
+                f"their baselines alone ({fmt_mb(worker.baseline_mb)} each), over the "
+                f"{fmt_mb(budget.memory_mb)} budget; use --workers {max(1, by_mem)} or less"
+            )
+        return budget.workers, reasons
+    top = budget.cpus
+    if by_mem < top:
+        reasons.append(f"at most {by_mem} workers fit the budget: each holds a "
+                       f"{fmt_mb(worker.baseline_mb)} baseline")
+        top = by_mem
+    if n_units < top:
+        reasons.append(f"at most {max(1, n_units)} workers: there are only {n_units} units")
+        top = max(1, n_units)
+    return max(1, top), reasons
+
+
+def _counts(top: int) -> list[int]:
+    if top <= EXHAUSTIVE_UP_TO:
+        return list(range(1, top + 1))
+    out, k = [1, 2, 3, 4, 6], 6
+    while k < top:
+        k = int(k * 1.5)
+        out.append(min(k, top))
+    return sorted(set(out))
+
+
+def choose_workers(evaluate: Callable[[int], Candidate], budget: Budget, worker: WorkerCost,
+                   n_units: int) -> tuple[Candidate, list[str], list[Candidate]]:
+    """Evaluate worker counts; return the chosen one, the reasons, and all evaluated."""
+    top, reasons = max_workers(budget, worker, n_units)
+    if budget.workers is not None:
+        c = evaluate(budget.workers)
+        slow = ""
+        if budget.workers > budget.cpus:
+            slow = f"; more than the {budget.cpus} CPUs, so workers share them (predicted slower)"
+        reasons.append(f"workers: {budget.workers}, pinned (--workers or [tool.suitefit] workers)"
+                       f"{slow}; predicted wall {fmt_s(c.sim.wall_s)}, peak {fmt_mb(c.sim.peak_mb)}")
+        return c, reasons, [c]
+    seen: dict[int, Candidate] = {}
+
+    def ev(w: int) -> Candidate:
+        if w not in seen:
+            seen[w] = evaluate(w)
+        return seen[w]
+
+    for w in _counts(top):
+        ev(w)
+    if top > EXHAUSTIVE_UP_TO:  # refine between the coarse best's neighbours (bisection)
+        lo, hi = 1, top
+        for _ in range(12):
+            best = min(seen.values(), key=lambda c: (not c.sim.fits, c.sim.wall_s, c.workers))
+            below = [w for w in seen if w < best.workers]
+            above = [w for w in seen if w > best.workers]
+            lo = max(below) if below else best.workers
+            hi = min(above) if above else best.workers
+            gaps = [(lo + best.workers) // 2, (best.workers + hi + 1) // 2]
+            todo = [w for w in gaps if w not in seen]
+            if not todo:
+                break
+            for w in todo:
+                ev(w)
+        for w in (best.workers - 1, best.workers + 1):  # for the reasons: one fewer, one more
+            if 1 <= w <= top:
+                ev(w)
+    cands = sorted(seen.values(), key=lambda c: c.workers)
+    fitting = [c for c in cands if c.sim.fits]
+    if not fitting:
+        chosen = min(cands, key=lambda c: (c.sim.peak_mb, c.sim.wall_s))
+        reasons.append(
+            f"workers: {chosen.workers} - no worker count keeps every unit inside "
+            f"{fmt_mb(budget.memory_mb)}: the lowest predicted peak is {fmt_mb(chosen.sim.peak_mb)}; "
+            f"units over the budget run alone"
+        )
+        return chosen, reasons, cands
+    best_wall = min(c.sim.wall_s for c in fitting)
+    chosen = next(c for c in fitting if c.sim.wall_s <= best_wall * (1 + PAYS_FRACTION))
+    line = (f"workers: {chosen.workers} of {budget.cpus} CPUs - predicted wall "
+            f"{fmt_s(chosen.sim.wall_s)}, peak {fmt_mb(chosen.sim.peak_mb)} of {fmt_mb(budget.memory_mb)}")
+    more = next((c for c in cands if c.workers == chosen.workers + 1), None)
+    if more is not None:
+        if more.sim.fits:
+            gain = (chosen.sim.wall_s - more.sim.wall_s) / chosen.sim.wall_s if chosen.sim.wall_s else 0
+            line += (f"; {more.workers} would give {fmt_s(more.sim.wall_s)} ({gain:+.1%} saved, "
+                     f"not more than {PAYS_FRACTION:.0%}: another worker costs {fmt_s(worker.startup_s)} "
+                     f"startup and {fmt_mb(worker.baseline_mb)})")
+        else:
+            line += (f"; {more.workers} would reach {fmt_mb(more.sim.peak_mb)}, over the budget "
+                     f"(a unit would run alone)")
+    elif chosen.workers == top and top == budget.cpus:
+        line += "; one per CPU, the most that can run at once"
+    fewer = next((c for c in cands if c.workers == chosen.workers - 1), None)
+    if fewer is not None:
+        line += f"; {fewer.workers} would take {fmt_s(fewer.sim.wall_s)}"
+    reasons.append(line)
+    return chosen, reasons, cands

@@ -1,0 +1,221 @@
+"""What `suitefit run` adds to a measured session: the plan's scheduler, thread pinning,
+the in-flight journal and heartbeat, dead-worker handling, and reaping leftovers.
+
+Registered by the plugin only when a plan is given (``--suitefit-plan``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any, TextIO
+
+import pytest
+
+from suitefit import timing
+from suitefit.history import History, WorkerRecord
+from suitefit.measure import proctree, reaper
+from suitefit.measure.journal import Heartbeat, Journal, log_writer
+from suitefit.measure.sampler import Sample, TreeSampler
+from suitefit.model import Plan
+from suitefit.units import fmt_mb
+
+THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS")
+
+
+def pin_threads(env: dict[str, str] | os._Environ[str]) -> list[str]:
+    """Set each BLAS/OpenMP thread variable to 1 unless the user set it; returns those set."""
+    pinned = []
+    for var in THREAD_VARS:
+        if var not in env:
+            env[var] = "1"
+            pinned.append(var)
+    return pinned
+
+
+def original_stderr(config: pytest.Config) -> TextIO:
+    """stderr as the user sees it, even while pytest captures fd 2 (single-process runs)."""
+    capman = config.pluginmanager.getplugin("capturemanager")
+    try:
+        fd = capman._global_capturing.err.targetfd_save
+        return os.fdopen(os.dup(fd), "w", buffering=1)
+    except Exception:
+        return sys.__stderr__ or sys.stderr
+
+
+class RunControl:
+    def __init__(self, config: pytest.Config, plan: Plan, history: History, run_id: int,
+                 sampler: TreeSampler, grace_s: float) -> None:
+        self.config = config
+        self.plan = plan
+        self.history = history
+        self.run_id = run_id
+        self.sampler = sampler
+        self.grace_s = grace_s
+        self.pinned = pin_threads(os.environ)
+        self.subreaper = reaper.become_subreaper()
+        self.journal = Journal(history.path.parent / f"inflight-{run_id}.json", run_id)
+        self.out = original_stderr(config)
+        self.say = log_writer(self.out)
+        self.budget_mb = plan.budget.memory_mb or None
+        self.worker_pids: dict[str, int] = {}
+        self.worker_tree: dict[str, list[int]] = {}
+        self.worker_mb: dict[str, float] = {}
+        self.sched: Any = None
+        self.dead: list[dict[str, Any]] = []
+        sampler.subscribe(self._on_sample)
+        if self.budget_mb:
+            sampler.subscribe(Heartbeat(self.budget_mb, self.journal, self._heartbeat))
+        history.merge_run_meta(run_id, pinned_threads=self.pinned, subreaper=self.subreaper,
+                               journal=str(self.journal.path))
+
+    # -- memory per worker -----------------------------------------------------------------
+
+    def _on_sample(self, s: Sample) -> None:
+        if self.worker_pids:
+            for wid, pid in list(self.worker_pids.items()):
+                pids = proctree.tree(pid)
+                if proctree.rss_mb(pid) > 0:
+                    self.worker_tree[wid] = pids
+                    self.worker_mb[wid] = proctree.sum_rss_mb(pids)
+        else:  # single process: it is the worker
+            self.worker_mb["main"] = s.rss_mb
+        self.journal.update_memory(dict(self.worker_mb), s.rss_mb)
+
+    def live(self) -> tuple[float, dict[str, float]]:
+        last = self.sampler.last
+        if last is None or timing.monotonic() - last.t > 0.2:
+            last = self.sampler.sample_now()
+            self._on_sample(last)
+        return last.rss_mb, dict(self.worker_mb)
+
+    def _heartbeat(self, line: str, level: float, tree_mb: float) -> None:
+        self.say(line)
+        self.history.add_event(self.run_id, timing.wall(), "heartbeat", level=level, tree_mb=tree_mb,
+                               budget_mb=self.budget_mb,
+                               inflight=[x.__dict__ for x in self.journal.snapshot()])
+
+    # -- xdist hooks ---------------------------------------------------------------------
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
+        from suitefit.xdist_sched import SuitefitScheduling
+
+        numnodes = len(config.getoption("tx") or ())
+        self.sched = SuitefitScheduling(config, log, self.plan, numnodes=numnodes, live=self.live,
+                                        journal=self.journal, on_decision=self._decision)
+        return self.sched
+
+    def _decision(self, kind: str, worker: str, unit: str, reason: str) -> None:
+        if kind == "done":
+            return
+        self.history.add_event(self.run_id, timing.wall(), f"sched_{kind}", worker=worker, nodeid=unit,
+                               reason=reason)
+        if kind == "over-budget":
+            self.say(f"suitefit: warning: {unit} {reason}")
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodeready(self, node: Any) -> None:
+        with contextlib.suppress(Exception):
+            self.worker_pids[node.gateway.id] = int(node.gateway._io.popen.pid)
+
+    @pytest.hookimpl(optionalhook=True, tryfirst=True)
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        if not error:
+            return
+        wid = node.gateway.id
+        code = self._exit_code(node)
+        how = _describe_exit(code)
+        inflight = [x for x in self.journal.snapshot() if x.worker == wid]
+        test = inflight[0].nodeid if inflight else "no test (between tests)"
+        mb = self.worker_mb.get(wid)
+        line = (f"suitefit: worker {wid} died ({how}) while running {test}; "
+                f"its last measured memory: {fmt_mb(mb)}")
+        self.say(line)
+        self.dead.append({"worker": wid, "test": test, "exit": how, "mb": mb})
+        self.history.add_event(self.run_id, timing.wall(), "worker_died", worker=wid, nodeid=test,
+                               exit=how, code=code, mb=mb, error=str(error))
+        self.history.upsert_worker(WorkerRecord(self.run_id, wid, self.worker_pids.get(wid), None, None,
+                                                None, None, mb, 0, "died", line))
+        if self.config.getoption("maxworkerrestart", None) in ("0", 0) and self.sched is not None:
+            self._stop_others(node)
+        pids = [p for p in self.worker_tree.get(wid, []) if p != self.worker_pids.get(wid)]
+        self._reap([p for p in pids if reaper.pid_alive(p)], origin=f"worker {wid}")
+
+    def _exit_code(self, node: Any) -> int | None:
+        try:
+            popen = node.gateway._io.popen
+            deadline = timing.monotonic() + 2
+            while popen.poll() is None and timing.monotonic() < deadline:
+                timing.sleep(0.05)
+            return popen.poll()
+        except Exception:
+            return None
+
+    def _stop_others(self, dead: Any) -> None:
+        """No restart, no hang: drop what was not started and let the others finish their test."""
+        sched = self.sched
+        sched.pending_units.clear()
+        for node, pending in sched.node2pending.items():
+            if node is dead or len(pending) <= 2:
+                continue
+            node.send_steal(pending[2:])  # the worker answers with `unscheduled`
+
+    # -- the end ---------------------------------------------------------------------------
+
+    def finish(self) -> None:
+        self.journal.maybe_write(force=True)
+        known = set(self.worker_pids.values())
+        pids = reaper.leftovers_under(os.getpid(), exclude=known)
+        pids = [p for p in pids if p not in self._worker_descendants_alive()]
+        self._reap(pids, origin="session")
+
+    def _worker_descendants_alive(self) -> set[int]:
+        out: set[int] = set()
+        for pid in self.worker_pids.values():
+            if reaper.pid_alive(pid):
+                out.update(proctree.tree(pid))
+        return out
+
+    def _reap(self, pids: list[int], origin: str) -> None:
+        if not pids:
+            return
+        windows = [(nodeid, start, start + wall) for nodeid, start, wall in self.history.execute(
+            "SELECT nodeid, started, wall_s FROM tests WHERE run_id = ?", [self.run_id])]
+        found = reaper.describe(pids)
+        found = [reaper.Leftover(x.pid, x.cmdline, x.created, reaper.attribute_by_time(x.created, windows))
+                 for x in found]
+        for x in found:
+            self.say(f"suitefit: leftover process {x.pid} ({x.cmdline[:120]}) started by {x.started_by}: "
+                     f"ending it after a {self.grace_s:g} s grace period")
+        fate = reaper.reap([x.pid for x in found], self.grace_s)
+        for x in found:
+            self.history.add_event(self.run_id, timing.wall(), "leftover", worker=origin, nodeid=x.started_by,
+                                   pid=x.pid, cmdline=x.cmdline[:300], fate=fate.get(x.pid, "?"))
+
+
+def _describe_exit(code: int | None) -> str:
+    if code is None:
+        return "exit status unknown"
+    if code < 0:
+        try:
+            return f"signal {-code} {signal.Signals(-code).name}"
+        except ValueError:
+            return f"signal {-code}"
+    return f"exit code {code}"
+
+
+def load_plan(path: str) -> Plan:
+    import json
+
+    from suitefit.errors import SuitefitError
+
+    try:
+        return Plan.from_json(json.loads(Path(path).read_text()))
+    except OSError as e:
+        raise SuitefitError(f"cannot read plan {path}: {e.strerror}") from None
+    except (ValueError, KeyError, TypeError) as e:
+        raise SuitefitError(f"plan {path} is not a suitefit plan: {e}") from None

@@ -1,0 +1,143 @@
+"""The reference sampler (benchmarks/tree_sampler.py) is trusted only because it is checked here,
+on a real process tree whose memory we know."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+SAMPLER_PATH = Path(__file__).resolve().parent.parent / "benchmarks" / "tree_sampler.py"
+
+# A parent holding 60 MiB starts two children holding 40 and 50 MiB. Each process, once its
+# memory is touched, reports its own RSS (statm) to a file, then they all hold for HOLD_S.
+TREE_SCRIPT = textwrap.dedent("""
+    import os, subprocess, sys, time
+    HOLD_S = float(sys.argv[2])
+    def touch(mb):
+        b = bytearray(mb * 1024 * 1024)
+        for i in range(0, len(b), 4096):
+            b[i] = 1
+        return b
+    def report(out):
+        with open("/proc/self/statm") as f:
+            rss = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+        with open(out, "a") as f:
+            f.write(f"{os.getpid()} {rss}\\n")
+    if len(sys.argv) > 3:  # child: mb
+        keep = touch(int(sys.argv[3]))
+        report(sys.argv[1])
+        print("ready", flush=True)
+        time.sleep(HOLD_S)
+        sys.exit(0)
+    keep = touch(60)
+    kids = [subprocess.Popen([sys.executable, __file__, sys.argv[1], str(HOLD_S), str(mb)],
+                             stdout=subprocess.PIPE) for mb in (40, 50)]
+    for k in kids:
+        k.stdout.readline()
+    report(sys.argv[1])
+    time.sleep(HOLD_S)
+    for k in kids:
+        k.wait()
+    sys.exit(3)
+""")
+
+
+@pytest.fixture(scope="module")
+def ts() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("tree_sampler", SAMPLER_PATH)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["tree_sampler"] = mod  # dataclasses look the module up by name
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture
+def tree_script(tmp_path: Path) -> Path:
+    p = tmp_path / "tree.py"
+    p.write_text(TREE_SCRIPT)
+    return p
+
+
+def reported(out: Path) -> dict[int, float]:
+    return {int(a): float(b) for a, b in (line.split() for line in out.read_text().splitlines())}
+
+
+def test_measure_sums_the_whole_tree(ts: ModuleType, tree_script: Path, tmp_path: Path) -> None:
+    out = tmp_path / "rss.txt"
+    r = ts.measure([sys.executable, str(tree_script), str(out), "0.6"], stdout=subprocess.DEVNULL)
+    own = reported(out)
+    assert len(own) == 3
+    # each process's own statm while all three hold: the sampler's peak must match their sum
+    assert sum(own.values()) >= 60 + 40 + 50
+    assert abs(r.peak_rss_mb - sum(own.values())) <= 0.03 * sum(own.values())
+    assert r.peak_procs == 3
+    assert r.exit_code == 3
+    assert 0.6 <= r.wall_s < 30
+    assert r.samples >= 10  # 0.05 s polls over at least 0.6 s
+    assert r.cpu_s is not None and r.cpu_s > 0.05  # touching 150 MiB takes CPU
+    assert not r.timed_out
+
+
+def test_grandchildren_are_found_through_an_intermediate(ts: ModuleType, tmp_path: Path) -> None:
+    # sh -> python (holding 80 MiB): the memory is two levels down
+    hold = "b = bytearray(80 * 2**20); b[::4096] = b'x' * len(b[::4096]); import time; time.sleep(0.5)"
+    r = ts.measure(["sh", "-c", f"{sys.executable} -c \"{hold}\"; exit 0"], keep_timeline=True)
+    assert r.exit_code == 0
+    assert r.peak_procs == 2
+    assert 80 <= r.peak_rss_mb < 80 + 60
+    assert r.timeline and max(x[1] for x in r.timeline) == pytest.approx(r.peak_rss_mb, abs=0.01)
+
+
+def test_timeout_kills_the_tree(ts: ModuleType) -> None:
+    t0 = time.perf_counter()
+    r = ts.measure(["sh", "-c", "sleep 30 & sleep 30; wait"], timeout=0.5)
+    assert r.timed_out and r.exit_code == -9
+    assert time.perf_counter() - t0 < 10
+
+
+def test_cli_prints_json_and_passes_the_exit_code(tree_script: Path, tmp_path: Path) -> None:
+    out = tmp_path / "rss.txt"
+    p = subprocess.run([sys.executable, str(SAMPLER_PATH), "--interval", "0.05", "--",
+                        sys.executable, str(tree_script), str(out), "0.4"],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 3, p.stderr
+    d = json.loads(p.stdout)  # only the JSON on stdout
+    assert d["peak_procs"] == 3 and d["exit_code"] == 3
+    assert abs(d["peak_rss_mb"] - sum(reported(out).values())) <= 0.03 * sum(reported(out).values())
+    assert set(d) >= {"peak_rss_mb", "peak_procs", "wall_s", "exit_code", "cpu_s", "samples"}
+
+
+def test_cli_attaches_to_a_running_pid(tmp_path: Path) -> None:
+    hold = "b = bytearray(70 * 2**20); b[::4096] = b'x' * len(b[::4096]); print('ok', flush=True); import time; time.sleep(0.6)"
+    child = subprocess.Popen([sys.executable, "-c", hold], stdout=subprocess.PIPE)
+    try:
+        assert child.stdout is not None
+        child.stdout.readline()
+        out = tmp_path / "r.json"
+        p = subprocess.run([sys.executable, str(SAMPLER_PATH), "--pid", str(child.pid), "-o", str(out)],
+                           capture_output=True, text=True, timeout=60)
+    finally:
+        child.wait()
+    assert p.returncode == 0, p.stderr
+    d = json.loads(out.read_text())
+    assert d["exit_code"] is None and d["peak_procs"] == 1
+    assert 70 <= d["peak_rss_mb"] < 70 + 40
+
+
+@pytest.mark.parametrize("args", [[], ["--", "/nonexistent/cmd"], ["--pid", "999999999"],
+                                  ["--interval", "0", "--", "true"]])
+def test_cli_bad_input_is_one_line(args: list[str]) -> None:
+    p = subprocess.run([sys.executable, str(SAMPLER_PATH), *args], capture_output=True, text=True, timeout=30)
+    assert p.returncode == 2
+    assert p.stdout == ""
+    lines = p.stderr.strip().splitlines()
+    assert lines[-1].startswith("tree_sampler.py: error:") and "Traceback" not in p.stderr

@@ -1,0 +1,103 @@
+"""The cost model read from a real SQLite history written through the History API."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from plan_synth import SynthFile, SynthFixture, SynthRun, pool_suite, write_history
+
+from suitefit.config import load_config
+from suitefit.costs import build_cost_model, load_cost_model
+from suitefit.history import History
+
+
+def _one_worker(files: dict[str, SynthFile]) -> dict[str, list[str]]:
+    return {"main": list(files)}
+
+
+def test_median_of_last_runs_and_max_peak(tmp_path: Path) -> None:
+    files = {"tests/test_a.py": SynthFile("tests/test_a.py", 1.0, peak_mb=10.0)}
+    runs = [SynthRun(_one_worker(files), files, scale=s) for s in (1.0, 9.0, 2.0, 3.0)]
+    write_history(tmp_path / "h.sqlite", runs)
+    with History(tmp_path / "h.sqlite") as h:
+        cm = build_cost_model(h, last=3)
+    (fc,) = cm.files
+    assert fc.wall_s == pytest.approx(3.0)  # median of the last 3 runs: 9, 2, 3
+    assert fc.peak_mb == pytest.approx(10.0)
+    assert fc.measured and cm.runs_used == 3
+    assert cm.worker.startup_s == pytest.approx(1.5)
+    assert cm.worker.baseline_mb == pytest.approx(120.0)
+
+
+def test_split_file_sums_workers_and_fixture_charged_once(tmp_path: Path) -> None:
+    files, fixtures = pool_suite(n_files=6, pool_files=3)
+    a, b, c = "tests/test_00.py", "tests/test_01.py", "tests/test_02.py"
+    placement = {"gw0": [a, b, "tests/test_03.py"], "gw1": [c, "tests/test_04.py", "tests/test_05.py"]}
+    write_history(tmp_path / "h.sqlite", [SynthRun(placement, files, fixtures, peak_rss_mb=2000.0)])
+    with History(tmp_path / "h.sqlite") as h:
+        cm = build_cost_model(h)
+    by = {f.path: f for f in cm.files}
+    # the first pool user on each worker paid setup and memory: charged to the fixture instead
+    assert by[a].wall_s == pytest.approx(files[a].wall_s)
+    assert by[a].peak_mb == pytest.approx(files[a].peak_mb)
+    assert by[c].wall_s == pytest.approx(files[c].wall_s)
+    assert by[a].fixtures == ("pool",)
+    (fx,) = cm.fixtures
+    assert (fx.name, fx.scope, fx.procs) == ("pool", "session", 3)
+    assert fx.setup_s == pytest.approx(2.0) and fx.mb == pytest.approx(300.0)
+    assert set(fx.files) == {a, b, c}
+    assert cm.serial_peak_mb is None  # that run had 2 workers
+
+
+def test_serial_peak_and_defaults_for_unseen_files(tmp_path: Path) -> None:
+    files = {p: SynthFile(p, w, peak_mb=m) for p, w, m in
+             (("t/test_a.py", 1.0, 10.0), ("t/test_b.py", 3.0, 30.0), ("t/test_c.py", 5.0, 50.0))}
+    write_history(tmp_path / "h.sqlite", [SynthRun(_one_worker(files), files, peak_rss_mb=777.0)])
+    with History(tmp_path / "h.sqlite") as h:
+        cm = build_cost_model(h, files=["t/test_new.py"], groups={"g": ["t/test_a.py", "t/test_other.py"]})
+    by = {f.path: f for f in cm.files}
+    assert cm.serial_peak_mb == pytest.approx(777.0)
+    for p in ("t/test_new.py", "t/test_other.py"):
+        assert not by[p].measured
+        assert by[p].wall_s == pytest.approx(3.0) and by[p].peak_mb == pytest.approx(30.0)
+    assert any("2 file(s) never measured" in n and "median of measured files" in n for n in cm.notes)
+    assert cm.declared_groups == {"g": ("t/test_a.py", "t/test_other.py")}
+
+
+def test_no_history_defaults_stated(tmp_path: Path) -> None:
+    cm = build_cost_model(None, files=["tests/test_x.py"])
+    assert cm.runs_used == 0
+    assert cm.files[0].wall_s == 1.0 and cm.files[0].peak_mb == 50.0
+    assert any("nothing measured yet" in n for n in cm.notes)
+    assert any("assumed" in n for n in cm.notes)
+
+
+def test_running_and_compare_runs_ignored(tmp_path: Path) -> None:
+    files = {"t/test_a.py": SynthFile("t/test_a.py", 2.0)}
+    write_history(tmp_path / "h.sqlite", [SynthRun(_one_worker(files), files),
+                                          SynthRun(_one_worker(files), files, scale=50.0, kind="compare")])
+    with History(tmp_path / "h.sqlite") as h:
+        h.new_run("run", started=5.0)  # still running, no rows
+        cm = build_cost_model(h)
+    assert cm.runs_used == 1 and cm.files[0].wall_s == pytest.approx(2.0)
+
+
+def test_load_cost_model_from_config(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.suitefit]\nhistory = "h.sqlite"\ndefault_file_s = 4.0\ndefault_file_mb = "64MiB"\n'
+        '[tool.suitefit.groups]\ndb = ["tests/test_db.py"]\n')
+    cfg = load_config(tmp_path)
+    cm, found = load_cost_model(cfg)
+    assert not found and not (tmp_path / "h.sqlite").exists()  # planning never creates a history
+    (fc,) = cm.files
+    assert (fc.path, fc.wall_s, fc.peak_mb) == ("tests/test_db.py", 4.0, 64.0)
+
+
+def test_fixture_module_scope_not_charged(tmp_path: Path) -> None:
+    files = {"t/test_a.py": SynthFile("t/test_a.py", 1.0, fixtures=("mod",))}
+    fx = [SynthFixture("mod", setup_s=0.5, mb=10.0, scope="module")]
+    write_history(tmp_path / "h.sqlite", [SynthRun(_one_worker(files), files, fx)])
+    with History(tmp_path / "h.sqlite") as h:
+        cm = build_cost_model(h)
+    assert cm.files[0].wall_s == pytest.approx(1.5)  # module scope repeats per file: stays in the file

@@ -1,0 +1,120 @@
+"""The planner on hand-built cost models: each decision and its reason."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from suitefit.errors import SuitefitError
+from suitefit.model import Budget, CostModel, FileCost, FixtureCost, Plan, WorkerCost
+from suitefit.plan import make_plan, simulate
+
+POOL = FixtureCost("pool", "session", setup_s=3.0, procs=4, mb=400.0)
+
+
+def _files(n: int, wall: float = 1.0, peak: float = 20.0, prefix: str = "tests/test_") -> list[FileCost]:
+    return [FileCost(f"{prefix}{i:03d}.py", wall, peak) for i in range(n)]
+
+
+def _costs(files: list[FileCost], fixtures: tuple[FixtureCost, ...] = (), *, startup: float = 1.0,
+           baseline: float = 100.0, groups: dict[str, tuple[str, ...]] | None = None) -> CostModel:
+    return CostModel(tuple(files), fixtures, WorkerCost(startup, baseline), runs_used=3,
+                     declared_groups=groups or {})
+
+
+def test_pool_users_form_one_unit_and_say_why() -> None:
+    files = [FileCost(f"tests/test_pool{i}.py", 1.0, 10.0, fixtures=("pool",)) for i in range(4)]
+    plan = make_plan(_costs(files + _files(30), (POOL,)), Budget(8000, 4))
+    (unit,) = [u for u in plan.units if u.name.startswith("fixture:")]
+    assert sorted(unit.files) == sorted(f.path for f in files)
+    assert unit.wall_s == pytest.approx(4 * 1.0 + 3.0)  # files plus one setup
+    assert unit.peak_mb == pytest.approx(10.0 + 400.0)
+    assert any(r.startswith("fixture:pool:") and "starts 4 processes" in r for r in plan.reasons)
+    assert plan.fixtures == (POOL,)
+
+
+def test_long_pool_group_split_into_fewest_parts() -> None:
+    files = [FileCost(f"tests/test_pool{i}.py", 5.0, 10.0, fixtures=("pool",)) for i in range(8)]
+    plan = make_plan(_costs(files + _files(8, wall=5.0), (POOL,)), Budget(16000, 4))
+    parts = [u for u in plan.units if u.name.startswith("fixture:pool[")]
+    assert 1 < len(parts) < plan.workers
+    assert sorted(f for u in parts for f in u.files) == sorted(f.path for f in files)
+    assert all("part" in u.reason and "ideal lane" in u.reason for u in parts)
+
+
+def test_workers_stop_where_they_stop_paying() -> None:
+    # one 10 s file sets the wall from 2 workers on: a third worker saves nothing
+    files = [FileCost("tests/test_long.py", 10.0, 20.0), *_files(6, wall=0.5)]
+    plan = make_plan(_costs(files, startup=3.0), Budget(8000, 8))
+    assert plan.workers == 2
+    assert plan.predicted_wall_s == pytest.approx(13.0)
+    line = next(r for r in plan.reasons if r.startswith("workers: 2"))
+    assert "3 would give 13.0 s" in line and "1 would take 16.0 s" in line
+
+
+def test_hogs_are_serialised_inside_the_budget() -> None:
+    files = _files(10) + [FileCost(f"tests/test_hog{i}.py", 2.0, 1500.0) for i in range(3)]
+    budget = Budget(2200, 4)  # 4 x 100 baseline + one hog (1.5 GiB) fits, two do not
+    plan = make_plan(_costs(files), budget)
+    assert plan.predicted_peak_mb <= budget.memory_mb
+    assert not plan.warnings
+    hog_lines = [r for r in plan.reasons if r.startswith("hog tests/test_hog")]
+    assert len(hog_lines) == 3 and sum("serialised" in r for r in hog_lines) >= 2
+    sim = simulate(plan, startup_s=1.0, baseline_mb=100.0, budget_mb=budget.memory_mb, cpus=4)
+    spans = sorted(sim.spans[f"tests/test_hog{i}.py"][1:] for i in range(3))
+    assert all(a[1] <= b[0] + 1e-9 for a, b in itertools.pairwise(spans))  # never overlap
+
+
+def test_unit_over_budget_runs_alone_with_a_warning() -> None:
+    files = [*_files(3), FileCost("tests/test_huge.py", 1.0, 5000.0)]
+    plan = make_plan(_costs(files), Budget(1000, 2))
+    assert any("tests/test_huge.py" in w and "runs alone" in w for w in plan.warnings)
+    assert any("over the budget even alone" in r for r in plan.reasons)
+
+
+def test_budget_below_one_baseline_is_an_error() -> None:
+    with pytest.raises(SuitefitError, match="below one worker's baseline"):
+        make_plan(_costs(_files(2), baseline=500.0), Budget(400, 2))
+
+
+def test_pinned_workers_over_budget_is_an_error() -> None:
+    with pytest.raises(SuitefitError, match="6 workers need"):
+        make_plan(_costs(_files(8), baseline=200.0), Budget(1000, 8, workers=6))
+
+
+def test_pinned_workers_respected_and_stated() -> None:
+    plan = make_plan(_costs(_files(8)), Budget(8000, 2, workers=3))
+    assert plan.workers == 3
+    assert any("pinned" in r and "share them" in r for r in plan.reasons)
+
+
+def test_declared_groups_whole_in_order_and_unmeasured_defaults() -> None:
+    groups = {"db": ("tests/test_005.py", "tests/test_001.py", "tests/test_new.py"),
+              "net": ("tests/test_002.py",)}
+    plan = make_plan(_costs(_files(8), groups=groups), Budget(8000, 4))
+    by = {u.name: u for u in plan.units}
+    assert by["group:db"].files == groups["db"]
+    names = [u.name for u in plan.units if u.name.startswith("group:")]
+    assert names == ["group:db", "group:net"]
+    assert any("declared file(s) never measured" in r for r in plan.reasons)
+
+
+def test_file_in_two_declared_groups_is_an_error() -> None:
+    groups = {"a": ("tests/test_001.py",), "b": ("tests/test_001.py",)}
+    with pytest.raises(SuitefitError, match="in both group"):
+        make_plan(_costs(_files(3), groups=groups), Budget(8000, 2))
+
+
+def test_plan_json_round_trip_keeps_fixtures() -> None:
+    files = [FileCost(f"tests/test_pool{i}.py", 1.0, 10.0, fixtures=("pool",)) for i in range(3)]
+    plan = make_plan(_costs(files + _files(3), (POOL,)), Budget(8000, 2))
+    again = Plan.from_json(plan.to_json())
+    assert again == plan
+
+
+def test_no_history_plan_says_so() -> None:
+    costs = CostModel(tuple(FileCost(f"t/test_{i}.py", 1.0, 50.0, measured=False) for i in range(6)))
+    plan = make_plan(costs, Budget(4000, 2))
+    assert any(r.startswith("no history") for r in plan.reasons)
+    assert plan.workers >= 1 and len(plan.units) == 6

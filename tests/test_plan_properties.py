@@ -1,0 +1,158 @@
+"""Property tests of the pure planner: placement, groups, order, budget, reasons, shards."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from suitefit.model import Budget, CostModel, FileCost, FixtureCost, WorkerCost
+from suitefit.plan import hash_shard, make_plan, plan_shards, shard_split
+
+SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@st.composite
+def cost_models(draw: st.DrawFn, measured: bool | None = None) -> CostModel:
+    n = draw(st.integers(1, 30))
+    fx_names = [f"fx{i}" for i in range(draw(st.integers(0, 4)))]
+    fixtures = tuple(
+        FixtureCost(name, draw(st.sampled_from(["session", "package", "module"])),
+                    setup_s=draw(st.floats(0, 5)), procs=draw(st.integers(0, 3)),
+                    mb=draw(st.floats(0, 600)))
+        for name in fx_names
+    )
+    files = []
+    for i in range(n):
+        fx = tuple(sorted(draw(st.sets(st.sampled_from(fx_names), max_size=2)))) if fx_names else ()
+        files.append(FileCost(f"tests/d{i % 3}/test_{i}.py", wall_s=draw(st.floats(0, 20)),
+                              peak_mb=draw(st.floats(0, 1500)), fixtures=fx))
+    paths = [f.path for f in files]
+    groups: dict[str, tuple[str, ...]] = {}
+    pool = draw(st.permutations(paths))
+    for g in range(draw(st.integers(0, 3))):
+        k = draw(st.integers(0, 4))
+        members = list(pool[:k]) + ([f"tests/test_unmeasured_{g}.py"] if draw(st.booleans()) else [])
+        pool = pool[k:]
+        if members:
+            groups[f"g{g}"] = tuple(members)
+    runs = (1 if draw(st.booleans()) else 0) if measured is None else int(measured)
+    worker = WorkerCost(startup_s=draw(st.floats(0, 5)), baseline_mb=draw(st.floats(10, 300)))
+    return CostModel(tuple(files), fixtures, worker, runs_used=runs, declared_groups=groups)
+
+
+@st.composite
+def budgets(draw: st.DrawFn, costs: CostModel) -> Budget:
+    cpus = draw(st.integers(1, 8))
+    workers = draw(st.one_of(st.none(), st.integers(1, cpus)))
+    floor = costs.worker.baseline_mb * (workers or 1)
+    return Budget(memory_mb=floor + draw(st.floats(0, 6000)), cpus=cpus, workers=workers)
+
+
+def _all_files(costs: CostModel) -> set[str]:
+    return {f.path for f in costs.files} | {f for fs in costs.declared_groups.values() for f in fs}
+
+
+@SETTINGS
+@given(st.data())
+def test_plan_invariants(data: st.DataObject) -> None:
+    costs = data.draw(cost_models())
+    budget = data.draw(budgets(costs))
+    plan = make_plan(costs, budget)
+    placed = Counter(f for u in plan.units for f in u.files)
+    # every file placed exactly once
+    assert set(placed) == _all_files(costs) and set(placed.values()) == {1}
+    # declared groups: one unit each, files in declared order, units in declared order
+    by = {u.name: u for u in plan.units}
+    for name, files in costs.declared_groups.items():
+        assert by[f"group:{name}"].files == files
+    declared = [u.name for u in plan.units if u.name.startswith("group:")]
+    assert declared == [f"group:{n}" for n in costs.declared_groups]
+    # every unit runs once somewhere, on one of the plan's workers
+    ran = Counter(n for us in plan.placement.values() for n in us)
+    assert set(ran) == set(by) and set(ran.values()) <= {1}
+    assert len(plan.placement) == plan.workers
+    if budget.workers is not None:
+        assert plan.workers == budget.workers
+    # reasons: every unit has one; the worker count and each group are explained
+    assert all(u.reason for u in plan.units)
+    assert any(r.startswith("workers:") for r in plan.reasons)
+    for u in plan.units:
+        if u.name.startswith(("group:", "fixture:")):
+            assert any(r.startswith(f"{u.name}:") for r in plan.reasons)
+    # the budget is respected, or a warning names the unit that runs alone
+    assert plan.predicted_peak_mb <= budget.memory_mb + 1e-6 or plan.warnings
+
+
+@SETTINGS
+@given(st.data())
+def test_budget_respected_when_every_unit_fits(data: st.DataObject) -> None:
+    costs = data.draw(cost_models())
+    budget = data.draw(budgets(costs))
+    plan = make_plan(costs, budget)
+    # what a unit can cost at most: its own peak plus every fixture it could hold resident
+    all_fx = sum(f.mb for f in costs.fixtures if f.scope in ("session", "package"))
+    n = budget.workers or 1
+    worst = n * costs.worker.baseline_mb + all_fx + max(u.peak_mb for u in plan.units)
+    if worst <= budget.memory_mb:
+        assert not plan.warnings
+        assert plan.predicted_peak_mb <= budget.memory_mb + 1e-6
+
+
+@SETTINGS
+@given(st.data())
+def test_fixture_groups_never_split_beyond_their_parts(data: st.DataObject) -> None:
+    costs = data.draw(cost_models())
+    budget = data.draw(budgets(costs))
+    plan = make_plan(costs, budget)
+    for u in plan.units:
+        if u.name.startswith("fixture:") and "[" in u.name:
+            base, frac = u.name.split("[")
+            i, m = map(int, frac.rstrip("]").split("/"))
+            siblings = [v for v in plan.units if v.name.startswith(base + "[")]
+            assert len(siblings) == m and 1 <= i <= m and m < plan.workers
+
+
+@SETTINGS
+@given(st.data())
+def test_shards_place_every_file_once_and_keep_groups_whole(data: st.DataObject) -> None:
+    costs = data.draw(cost_models())
+    budget = data.draw(budgets(costs))
+    n = data.draw(st.integers(1, 5))
+    split, plans = plan_shards(costs, budget, n)
+    placed = Counter(f for p in plans for u in p.units for f in u.files)
+    assert set(placed) == _all_files(costs) and set(placed.values()) == {1}
+    for name, files in costs.declared_groups.items():
+        homes = {split.shard_of(f) for f in files}
+        assert len(homes) == 1, name
+    for p in plans:
+        assert p.shard is not None and p.shard[1] == n
+        for u in p.units:
+            assert all(split.shard_of(f) == p.shard[0] for f in u.files)
+    # shard K planned alone equals shard K of the whole split
+    k = data.draw(st.integers(1, n))
+    assert make_plan(costs, budget, shards=n, shard=k) == plans[k - 1]
+
+
+@SETTINGS
+@given(st.data())
+def test_hash_split_is_stable(data: st.DataObject) -> None:
+    costs = data.draw(cost_models(measured=False))
+    n = data.draw(st.integers(1, 6))
+    a = shard_split(costs, n)
+    assert a == shard_split(costs, n)
+    assert not a.balanced
+    # adding a file moves no other file
+    more = CostModel((*costs.files, FileCost("tests/test_added.py", 1.0, 1.0)), costs.fixtures,
+                     costs.worker, runs_used=0, declared_groups=costs.declared_groups)
+    b = shard_split(more, n)
+    assert all(b.assignment[f] == k for f, k in a.assignment.items())
+    assert b.shard_of("tests/test_never_seen.py") == hash_shard("tests/test_never_seen.py", n)
+
+
+def test_balanced_split_of_many_files_is_even() -> None:
+    files = tuple(FileCost(f"tests/test_{i}.py", 0.5 + (i * 7919 % 97) / 10, 10.0) for i in range(240))
+    split = shard_split(CostModel(files, runs_used=2), 4)
+    assert split.balanced
+    assert max(split.work_s) <= 1.02 * (sum(split.work_s) / 4)

@@ -1,0 +1,176 @@
+"""proctree and sampler against real processes: trees with grandchildren, known memory, VmHWM resets."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from suitefit.measure import proctree
+from suitefit.measure.sampler import Sample, TreeSampler, take
+
+HOLD = "b = bytearray({mb} * 2**20); b[::4096] = b'x' * len(b[::4096])"
+
+# A child that starts a grandchild, prints both pids, then waits for stdin to close.
+CHILD_WITH_GRANDCHILD = textwrap.dedent("""
+    import subprocess, sys
+    {hold}
+    g = subprocess.Popen([sys.executable, "-c",
+                          "import sys; " + {ghold!r} + "; print('ok', flush=True); sys.stdin.read()"],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    g.stdout.readline()
+    print(g.pid, flush=True)
+    sys.stdin.read()
+    g.stdin.close()
+    g.wait()
+""")
+
+
+class Tree:
+    def __init__(self, child_mb: int, grandchild_mb: int) -> None:
+        code = CHILD_WITH_GRANDCHILD.format(hold=HOLD.format(mb=child_mb),
+                                            ghold=HOLD.format(mb=grandchild_mb))
+        self.proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, text=True)
+        assert self.proc.stdout is not None
+        self.child = self.proc.pid
+        self.grandchild = int(self.proc.stdout.readline())
+
+    def close(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        self.proc.wait(timeout=30)
+
+
+@pytest.fixture
+def tree() -> Iterator[Tree]:
+    t = Tree(child_mb=60, grandchild_mb=40)
+    yield t
+    t.close()
+
+
+def test_tree_finds_children_and_grandchildren(tree: Tree) -> None:
+    assert proctree.children(tree.child) == [tree.grandchild]
+    assert proctree.tree(tree.child) == [tree.child, tree.grandchild]
+    mine = proctree.tree(os.getpid())
+    assert mine[0] == os.getpid()
+    assert tree.child in mine and tree.grandchild in mine
+    assert mine.index(tree.child) < mine.index(tree.grandchild)  # breadth first, root first
+
+
+def test_gone_process_reads_as_empty() -> None:
+    p = subprocess.Popen(["true"])
+    p.wait()
+    assert proctree.children(p.pid) == []
+    assert proctree.tree(p.pid) == [p.pid]
+    assert proctree.rss_mb(p.pid) == 0.0
+    assert proctree.pss_mb(p.pid) is None
+    assert proctree.hwm_mb(p.pid) is None
+
+
+def test_rss_pss_and_hwm_of_a_process_holding_known_memory(tree: Tree) -> None:
+    rss = proctree.rss_mb(tree.grandchild)
+    assert 40 <= rss < 40 + 30  # 40 MiB touched plus an interpreter
+    pss = proctree.pss_mb(tree.grandchild)
+    assert pss is not None and 30 <= pss <= rss + 1  # PSS shares libraries, never exceeds RSS much
+    hwm = proctree.hwm_mb(tree.grandchild)
+    assert hwm is not None and hwm >= rss - 1
+    both = proctree.sum_rss_mb([tree.child, tree.grandchild])
+    assert both == pytest.approx(proctree.rss_mb(tree.child) + rss, abs=2)
+    assert 100 <= both < 100 + 60
+
+
+def test_reset_hwm_drops_a_past_peak() -> None:
+    # in a fresh process, so this test run's own VmHWM (suitefit may be measuring it) is untouched
+    code = textwrap.dedent("""
+        import json
+        from suitefit.measure import proctree
+        b = bytearray(120 * 2**20); b[::4096] = b'x' * len(b[::4096])
+        del b
+        before = proctree.hwm_mb()
+        ok = proctree.reset_hwm()
+        print(json.dumps({"before": before, "ok": ok, "after": proctree.hwm_mb(), "rss": proctree.rss_mb(__import__('os').getpid())}))
+    """)
+    out = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                                    check=True, timeout=60).stdout)
+    assert out["before"] >= 120
+    if not out["ok"]:
+        pytest.skip("clear_refs not writable here")
+    assert out["after"] < out["before"] - 100
+    assert out["after"] == pytest.approx(out["rss"], abs=5)
+
+
+def test_cmdline_and_create_time(tree: Tree) -> None:
+    assert proctree.cmdline(tree.grandchild).startswith(sys.executable)
+    assert proctree.cmdline(2**22 + 12345) == "?"
+    ct = proctree.create_time(tree.child)
+    assert ct is not None and time.time() - 60 < ct <= time.time()
+
+
+def test_take_sums_the_tree(tree: Tree) -> None:
+    s = take(tree.child, with_pss=True)
+    assert s.pids == (tree.child, tree.grandchild)
+    assert s.procs == 2
+    assert s.root_mb == pytest.approx(proctree.rss_mb(tree.child), abs=2)
+    assert 100 <= s.rss_mb < 100 + 60
+    assert s.pss_mb is not None and s.pss_mb <= s.rss_mb + 1
+    assert take(tree.child).pss_mb is None
+
+
+def test_sampler_calls_back_every_interval_and_stops(tree: Tree) -> None:
+    got: list[Sample] = []
+    others: list[Sample] = []
+
+    def broken(s: Sample) -> None:
+        raise RuntimeError("a consumer bug must not stop sampling")
+
+    sampler = TreeSampler(tree.child, interval=0.05, pss_every=4)
+    sampler.subscribe(broken)
+    sampler.subscribe(got.append)
+    sampler.subscribe(others.append)
+    sampler.start()
+    time.sleep(0.6)
+    sampler.stop()
+    n = len(got)
+    assert 6 <= n <= 20  # about 12 at 0.05 s; generous on a loaded machine
+    assert len(others) == n and sampler.count == n
+    assert all(s.procs == 2 and 100 <= s.rss_mb < 160 for s in got)
+    assert [s.pss_mb is not None for s in got[:5]] == [True, False, False, False, True]
+    assert all(b.t > a.t for a, b in itertools.pairwise(got))
+    assert sampler.last is got[-1]
+    assert not sampler._thread.is_alive()
+    time.sleep(0.2)
+    assert len(got) == n  # nothing after stop
+
+
+def test_sampler_sees_a_process_start_and_end() -> None:
+    """Memory that appears and goes during sampling shows in the peak, then leaves."""
+    code = "import sys, time; " + HOLD.format(mb=80) + "; time.sleep(0.5)"
+    parent = subprocess.Popen([sys.executable, "-c",
+                               f"import subprocess, sys, time; time.sleep(0.3); subprocess.run([sys.executable, '-c', {code!r}]); time.sleep(0.3)"])
+    got: list[Sample] = []
+    sampler = TreeSampler(parent.pid, interval=0.05, pss_every=0)
+    sampler.subscribe(got.append)
+    sampler.start()
+    parent.wait(timeout=30)
+    sampler.stop()
+    peak = max(s.rss_mb for s in got)
+    assert max(s.procs for s in got) == 2
+    assert peak >= 80 + got[0].rss_mb * 0.5
+    tail = [s for s in got if s.procs == 1][-1]
+    assert tail.rss_mb < peak - 70  # the child's memory left with it
+    assert all(s.pss_mb is None for s in got)
+
+
+def test_sample_now_does_not_need_the_thread(tree: Tree) -> None:
+    sampler = TreeSampler(tree.child, interval=10)
+    s = sampler.sample_now()
+    assert sampler.last is s and s.procs == 2 and sampler.count == 0
+    sampler.stop()  # never started: stop is harmless

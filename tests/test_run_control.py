@@ -1,0 +1,220 @@
+"""Running under a plan: where tests really ran, thread pins, dead workers, leftovers, admission.
+
+Each test runs real pytest + xdist in a subprocess on a throw-away suite, and checks
+what happened (tests record their own worker and pid), not what was asked for.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+from venvs import OLDEST, make_venv
+
+from suitefit.history import History
+from suitefit.model import Budget, Plan, Unit
+
+WHERE = """
+import json, os, time
+def record(name):
+    with open(os.environ["WHERE_LOG"], "a") as f:
+        f.write(json.dumps({"test": name, "worker": os.environ.get("PYTEST_XDIST_WORKER", "main"),
+                            "pid": os.getpid(), "t": time.time(),
+                            "omp": os.environ.get("OMP_NUM_THREADS"),
+                            "mkl": os.environ.get("MKL_NUM_THREADS")}) + "\\n")
+"""
+
+
+def write_suite(root: Path, files: dict[str, str]) -> None:
+    (root / "tests").mkdir(parents=True, exist_ok=True)
+    (root / "tests" / "where.py").write_text(WHERE)
+    (root / "pyproject.toml").write_text('[tool.pytest.ini_options]\ntestpaths = ["tests"]\npythonpath = ["tests"]\n')
+    for name, body in files.items():
+        (root / "tests" / name).write_text(textwrap.dedent(body))
+
+
+def plain_file(name: str, n: int = 3, sleep: float = 0.05) -> str:
+    return f"""
+    import time, pytest
+    from where import record
+    @pytest.mark.parametrize("i", range({n}))
+    def test_x(i):
+        record("{name}::" + str(i))
+        time.sleep({sleep})
+    """
+
+
+def write_plan(root: Path, units: list[tuple[str, list[str], float]], budget_mb: float = 20000,
+               workers: int = 2) -> Path:
+    plan = Plan(
+        workers=workers,
+        units=tuple(Unit(name, tuple(files), 1.0, peak) for name, files, peak in units),
+        budget=Budget(memory_mb=budget_mb, cpus=2),
+        predicted_wall_s=1.0, predicted_peak_mb=0.0, reasons=("hand-written for a test",),
+    )
+    p = root / "plan.json"
+    p.write_text(json.dumps(plan.to_json()))
+    return p
+
+
+def run_planned(root: Path, plan: Path, *extra: str, python: str = sys.executable, timeout: float = 120,
+                env: dict[str, str] | None = None) -> tuple[subprocess.CompletedProcess[str], float]:
+    e = {**os.environ, "WHERE_LOG": str(root / "where.jsonl"), **(env or {})}
+    for v in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "PYTEST_ADDOPTS"):
+        if not env or v not in env:
+            e.pop(v, None)
+    t0 = time.monotonic()
+    res = subprocess.run(
+        [python, "-m", "pytest", "-p", "no:cacheprovider", "--suitefit", "--suitefit-history",
+         str(root / "h.sqlite"), "--suitefit-plan", str(plan), *extra],
+        cwd=root, env=e, text=True, capture_output=True, timeout=timeout)
+    return res, time.monotonic() - t0
+
+
+def where(root: Path) -> list[dict]:
+    return [json.loads(x) for x in (root / "where.jsonl").read_text().splitlines()]
+
+
+def group_suite(root: Path) -> Path:
+    files = {f"test_g{i}.py": plain_file(f"g{i}") for i in range(3)}
+    files.update({f"test_o{i}.py": plain_file(f"o{i}", n=4) for i in range(4)})
+    write_suite(root, files)
+    return write_plan(root, [
+        ("group", ["tests/test_g2.py", "tests/test_g0.py", "tests/test_g1.py"], 50.0),
+        *[(f"tests/test_o{i}.py", [f"tests/test_o{i}.py"], 10.0) for i in range(4)],
+    ])
+
+
+def check_group_placement(root: Path, res: subprocess.CompletedProcess[str]) -> None:
+    assert res.returncode == 0, res.stdout + res.stderr
+    rows = where(root)
+    assert len(rows) == 9 + 16
+    group = [r for r in rows if r["test"].startswith("g")]
+    assert len({(r["worker"], r["pid"]) for r in group}) == 1, group  # one worker process ran the group
+    order = [r["test"].split("::")[0] for r in sorted(group, key=lambda r: r["t"])]
+    assert order == ["g2"] * 3 + ["g0"] * 3 + ["g1"] * 3  # in the plan's order, not collection order
+    assert len({r["worker"] for r in rows}) == 2  # and the other worker got work too
+
+
+def test_group_runs_on_one_worker_in_plan_order(tmp_path: Path) -> None:
+    plan = group_suite(tmp_path)
+    res, _ = run_planned(tmp_path, plan, "-n", "2")
+    check_group_placement(tmp_path, res)
+    with History(tmp_path / "h.sqlite") as h:
+        run = h.runs(limit=1)[0]
+        admits = h.events(run.id, "sched_admit")
+    assert {e.nodeid for e in admits} == {"group", *[f"tests/test_o{i}.py" for i in range(4)]}
+
+
+@pytest.mark.slow
+def test_group_placement_on_the_oldest_supported_pytest(tmp_path: Path) -> None:
+    python = make_venv(OLDEST, with_suitefit=True)
+    out = subprocess.run([str(python), "-c", "import pytest, xdist; print(pytest.__version__, xdist.__version__)"],
+                         capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["8.0.2", "3.5.0"]
+    plan = group_suite(tmp_path)
+    res, _ = run_planned(tmp_path, plan, "-n", "2", python=str(python))
+    check_group_placement(tmp_path, res)
+
+
+def test_thread_pools_pinned_unless_the_user_set_them(tmp_path: Path) -> None:
+    write_suite(tmp_path, {"test_a.py": plain_file("a", n=2), "test_b.py": plain_file("b", n=2)})
+    plan = write_plan(tmp_path, [("tests/test_a.py", ["tests/test_a.py"], 1), ("tests/test_b.py", ["tests/test_b.py"], 1)])
+    res, _ = run_planned(tmp_path, plan, "-n", "2", env={"MKL_NUM_THREADS": "3"})
+    assert res.returncode == 0, res.stdout + res.stderr
+    rows = where(tmp_path)
+    assert {r["worker"] for r in rows} == {"gw0", "gw1"}
+    assert {(r["omp"], r["mkl"]) for r in rows} == {("1", "3")}
+
+
+def test_a_worker_killed_by_sigkill_ends_the_run_naming_the_test(tmp_path: Path) -> None:
+    write_suite(tmp_path, {
+        "test_die.py": """
+            import os, signal, time
+            def test_dies():
+                time.sleep(0.5)
+                os.kill(os.getpid(), signal.SIGKILL)
+            """,
+        "test_long.py": plain_file("long", n=60, sleep=0.5),  # 30 s if nothing stopped it
+    })
+    plan = write_plan(tmp_path, [("tests/test_long.py", ["tests/test_long.py"], 1), ("tests/test_die.py", ["tests/test_die.py"], 1)])
+    res, elapsed = run_planned(tmp_path, plan, "-n", "2", "--max-worker-restart=0")
+    out = res.stdout + res.stderr
+    assert res.returncode != 0
+    assert "died (signal 9 SIGKILL) while running tests/test_die.py::test_dies" in out, out
+    assert "its last measured memory:" in out
+    assert elapsed < 10 + 5, elapsed  # 10 s from the kill, plus worker start-up here
+    assert len(where(tmp_path)) < 30  # the long file did not run to the end
+    with History(tmp_path / "h.sqlite") as h:
+        run = h.runs(limit=1)[0]
+        (died,) = h.events(run.id, "worker_died")
+    assert died.nodeid == "tests/test_die.py::test_dies" and died.detail_dict["code"] == -9
+
+
+def test_a_leftover_child_is_named_and_does_not_hold_the_exit(tmp_path: Path) -> None:
+    write_suite(tmp_path, {
+        "test_leak.py": """
+            import subprocess, sys
+            def test_leaks_a_child():
+                subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+            """,
+        "test_ok.py": plain_file("ok", n=2),
+    })
+    plan = write_plan(tmp_path, [("tests/test_leak.py", ["tests/test_leak.py"], 1), ("tests/test_ok.py", ["tests/test_ok.py"], 1)])
+    for mode in (["-n", "2"], ["-n", "0"]):
+        res, elapsed = run_planned(tmp_path, plan, *mode, "--suitefit-grace", "1")
+        out = res.stdout + res.stderr
+        assert res.returncode == 0, out
+        assert "leftover process" in out and "started by tests/test_leak.py::test_leaks_a_child" in out, out
+        assert elapsed < 25
+        with History(tmp_path / "h.sqlite") as h:
+            run = h.runs(limit=1)[0]
+            (ev,) = h.events(run.id, "leftover")
+        assert "time.sleep(120)" in ev.detail_dict["cmdline"]
+        assert not Path(f"/proc/{ev.detail_dict['pid']}").exists() or \
+            "zombie" in Path(f"/proc/{ev.detail_dict['pid']}/status").read_text().lower()
+
+
+def test_a_unit_too_big_for_the_budget_runs_alone_with_a_warning(tmp_path: Path) -> None:
+    write_suite(tmp_path, {"test_big.py": plain_file("big", n=2), "test_small.py": plain_file("small", n=2)})
+    plan = write_plan(tmp_path, [("tests/test_big.py", ["tests/test_big.py"], 5000.0),
+                                 ("tests/test_small.py", ["tests/test_small.py"], 1.0)], budget_mb=1000)
+    res, _ = run_planned(tmp_path, plan, "-n", "2")
+    out = res.stdout + res.stderr
+    assert res.returncode == 0, out
+    assert "warning: tests/test_big.py runs alone" in out
+
+
+def test_hogs_that_do_not_fit_together_never_overlap(tmp_path: Path) -> None:
+    hog = """
+        import time
+        from where import record
+        def test_hog():
+            record("{n}::start")
+            b = bytearray(250 * 1024 * 1024)
+            for i in range(0, len(b), 4096):
+                b[i] = 1
+            time.sleep(0.8)
+            record("{n}::end")
+        """
+    write_suite(tmp_path, {"test_h1.py": hog.format(n="h1"), "test_h2.py": hog.format(n="h2"),
+                           "test_h3.py": hog.format(n="h3"), "test_s.py": plain_file("s", n=6, sleep=0.2)})
+    # two workers idle at ~40 MiB each: 600 MiB holds one 250 MiB hog at a time, not two
+    plan = write_plan(tmp_path, [(f"tests/test_h{i}.py", [f"tests/test_h{i}.py"], 260.0) for i in (1, 2, 3)]
+                      + [("tests/test_s.py", ["tests/test_s.py"], 5.0)], budget_mb=600)
+    res, _ = run_planned(tmp_path, plan, "-n", "2")
+    assert res.returncode == 0, res.stdout + res.stderr
+    rows = {r["test"]: r["t"] for r in where(tmp_path)}
+    spans = sorted((rows[f"h{i}::start"], rows[f"h{i}::end"]) for i in (1, 2, 3))
+    for (_, end), (start, _) in itertools.pairwise(spans):
+        assert start >= end - 0.05, spans
+    with History(tmp_path / "h.sqlite") as h:
+        run = h.runs(limit=1)[0]
+        assert h.events(run.id, "sched_wait")  # admission held a hog back at least once
