@@ -13,8 +13,8 @@ its victim/consumer. What is planted (and nothing else):
 - flaky ``test_z_flaky.py::test_alternates``: fails on every other invocation
   (a counter file under a lock), so two repeats alone always differ.
 
-Fillers are plain passing tests, several per file, so the prefixes have both
-file and test structure.
+Fillers are plain passing tests in the polluters' files, so the prefixes have
+both file and test structure.
 """
 
 from __future__ import annotations
@@ -78,7 +78,6 @@ def write_planted_suite(root: Path) -> Path:
             def test_after():
                 assert True
         """,
-        "test_d_filler.py": _filler(4),
         "test_e_env_victim.py": """
             import os
 
@@ -97,7 +96,6 @@ def write_planted_suite(root: Path) -> Path:
             def test_registers():
                 shared_state.REGISTRY.append("leaked")
         """,
-        "test_g_filler.py": _filler(5),
         "test_h_state_victim.py": """
             import shared_state
 
@@ -118,7 +116,11 @@ def write_planted_suite(root: Path) -> Path:
                 assert n % 2 == 0, f"invocation {n} fails"
         """,
     }
+    fillers = {"test_c_env_polluter.py": 3, "test_f_state_polluter.py": 3}
     for name, body in files.items():
-        (root / name).write_text(textwrap.dedent(body).lstrip())
+        text = textwrap.dedent(body).lstrip()
+        if name in fillers:
+            text += "\n\n" + _filler(fillers[name])
+        (root / name).write_text(text)
     (root / "pyproject.toml").write_text("[tool.pytest.ini_options]\naddopts = \"-p no:cacheprovider\"\n")
     return root
