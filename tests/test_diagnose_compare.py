@@ -123,7 +123,7 @@ def test_runs_of_gives_file_by_file_deltas(tmp_path: Path) -> None:
     assert c.wall_a is None and c.wall_b == pytest.approx(0.3) and c.peak_b is None
     p = cli("compare", "--runs-of", "1", "2", "--history", str(path))
     assert p.returncode == 0, p.stderr
-    assert "tests/test_a.py" in p.stdout and "+1.00 s" in p.stdout and "180 MiB" in p.stdout
+    assert "tests/test_a.py" in p.stdout and "+1.0 s" in p.stdout and "180 MiB" in p.stdout and "+80 MiB" in p.stdout
 
 
 def test_runs_of_a_run_the_history_lacks(tmp_path: Path) -> None:

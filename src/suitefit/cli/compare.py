@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import sys
+from collections.abc import Callable
 
 import click
 
@@ -116,15 +117,18 @@ def _render_runs(rc: RunsComparison, top: int) -> str:
         f"wall {s(rc.wall_a)} -> {s(rc.wall_b)}   cpu {s(rc.cpu_a)} -> {s(rc.cpu_b)}   "
         f"peak RSS {fmt_mb(rc.peak_a)} -> {fmt_mb(rc.peak_b)}",
         "",
-        f"{'file':<50} {'wall A':>8} {'wall B':>8} {'delta':>8} {'cpu A':>8} {'cpu B':>8} "
-        f"{'peak A':>9} {'peak B':>9}",
+        f"{'file':<50} {'wall A':>8} {'wall B':>8} {'delta':>9} {'cpu A':>8} {'cpu B':>8} "
+        f"{'peak A':>9} {'peak B':>9} {'delta':>9}",
     ]
+
+    def signed(d: float | None, fmt: Callable[[float], str]) -> str:
+        return "-" if d is None else ("+" if d >= 0 else "-") + fmt(abs(d))
+
     for f in rc.files[:top]:
-        d = f.wall_delta
         lines.append(
-            f"{f.path:<50} {s(f.wall_a):>8} {s(f.wall_b):>8} "
-            f"{('-' if d is None else f'{d:+.2f} s'):>8} {s(f.cpu_a):>8} {s(f.cpu_b):>8} "
-            f"{fmt_mb(f.peak_a):>9} {fmt_mb(f.peak_b):>9}"
+            f"{f.path:<50} {s(f.wall_a):>8} {s(f.wall_b):>8} {signed(f.wall_delta, fmt_s):>9} "
+            f"{s(f.cpu_a):>8} {s(f.cpu_b):>8} {fmt_mb(f.peak_a):>9} {fmt_mb(f.peak_b):>9} "
+            f"{signed(f.peak_delta, fmt_mb):>9}"
         )
     if len(rc.files) > top:
         lines.append(f"... {len(rc.files) - top} more files (--top N)")
