@@ -6,6 +6,7 @@ import json
 import math
 import os
 import shlex
+import sqlite3
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -16,6 +17,7 @@ from diagnose_planted import DEPENDENTS, VICTIMS, write_planted_suite
 from hypothesis import given
 from hypothesis import strategies as st
 
+from suitefit import history as history_mod
 from suitefit.diagnose.bisect import choose_split, find_culprit
 from suitefit.diagnose.pytest_runs import run_recorded
 from suitefit.history import History
@@ -143,5 +145,18 @@ def test_bisect_bad_input_is_one_line(planted: tuple[Path, Path], tmp_path: Path
     assert err(victim, "--history", h, "--run-id", "77") == f"no run 77 in history {history}"
     missing = tmp_path / "none.sqlite"
     assert err(victim, "--history", str(missing)).startswith(f"no history at {missing}")
-    assert "ran first in its worker" in err("test_a_jwt_setup.py::test_setup_secret", "--history", h)
+    assert err("test_a_jwt_setup.py::test_setup_secret", "--history", h) == (
+        "test_a_jwt_setup.py::test_setup_secret is passed alone and passed in all 1 recorded run(s) "
+        "that ran it: no order to blame; nothing to bisect")
     assert "nothing to bisect" in err("test_f_state_polluter.py::test_fill_1", "--history", h)
+    copy = tmp_path / "copy.sqlite"  # leave the shared history as the other tests expect it
+    with sqlite3.connect(history) as src, sqlite3.connect(copy) as dst:
+        src.backup(dst)
+    h = str(copy)
+    with History(copy) as hist:  # a run where the consumer passed as the first test of its worker
+        rid = hist.new_run("pytest", started=1.0)
+        hist.update_run(rid, status="passed")
+        consumer = "test_b_jwt_client.py::test_admin_token"
+        hist.add_tests([history_mod.TestRecord(rid, consumer, "test_b_jwt_client.py", "gw3", 0, 1.0, 0, 0, 0, 0, 0, "passed")])
+    assert err(consumer, "--history", h, "--run-id", str(rid)) == (
+        f"{consumer} is passed in run {rid} but ran first in its worker (gw3): nothing ran before it to bisect")

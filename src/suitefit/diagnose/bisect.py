@@ -20,7 +20,7 @@ from pathlib import Path
 from suitefit.diagnose.procs import run_measured
 from suitefit.diagnose.pytest_runs import is_ok, reproducer, run_pytest, single_process_args
 from suitefit.errors import SuitefitError
-from suitefit.history import History, RunRecord, TestRecord
+from suitefit.history import History
 
 SKIP_KINDS = ("sweep",)  # runs of one file alone have no prefix worth replaying
 
@@ -104,27 +104,27 @@ def collects(nodeid: str, cwd: Path, pytest_args: Sequence[str]) -> bool:
     return run_measured(argv, cwd=cwd).exit_code == 0
 
 
-def _find_run(history: History, nodeid: str, run_id: int | None, cwd: Path,
-              pytest_args: Sequence[str]) -> tuple[RunRecord, TestRecord]:
+def _candidate_runs(history: History, nodeid: str, run_id: int | None, cwd: Path,
+                    pytest_args: Sequence[str]) -> list[tuple[int, str]]:
+    """(run id, TEST's outcome there) of the recorded runs to replay, newest first."""
     if run_id is not None:
-        run = history.run(run_id)
-        rows = history.execute("SELECT 1 FROM tests WHERE run_id = ? AND nodeid = ?", [run_id, nodeid])
+        history.run(run_id)  # a clear error when the history lacks it
+        rows = history.execute("SELECT run_id, outcome FROM tests WHERE run_id = ? AND nodeid = ?",
+                               [run_id, nodeid])
         if not rows:
             raise SuitefitError(f"test {nodeid} did not run in run {run_id} of history {history.path}")
-    else:
-        kinds = ", ".join("?" * len(SKIP_KINDS))
-        rows = history.execute(
-            f"SELECT t.run_id FROM tests t JOIN runs r ON r.id = t.run_id WHERE t.nodeid = ? "
-            f"AND r.kind NOT IN ({kinds}) AND r.status != 'running' ORDER BY t.run_id DESC LIMIT 1",
-            [nodeid, *SKIP_KINDS])
-        if not rows:
-            if not collects(nodeid, cwd, pytest_args):
-                raise SuitefitError(f"unknown test {nodeid}: pytest collects no such test in {cwd}")
-            raise SuitefitError(f"test {nodeid} never ran in a recorded suite run of {history.path}: "
-                                "record one with `suitefit profile` or `suitefit sweep`")
-        run = history.run(int(rows[0][0]))
-    test = next(t for t in history.tests(run.id) if t.nodeid == nodeid)
-    return run, test
+        return [(int(rows[0][0]), str(rows[0][1]))]
+    kinds = ", ".join("?" * len(SKIP_KINDS))
+    rows = history.execute(
+        f"SELECT t.run_id, t.outcome FROM tests t JOIN runs r ON r.id = t.run_id WHERE t.nodeid = ? "
+        f"AND r.kind NOT IN ({kinds}) AND r.status != 'running' ORDER BY t.run_id DESC",
+        [nodeid, *SKIP_KINDS])
+    if not rows:
+        if not collects(nodeid, cwd, pytest_args):
+            raise SuitefitError(f"unknown test {nodeid}: pytest collects no such test in {cwd}")
+        raise SuitefitError(f"test {nodeid} never ran in a recorded suite run of {history.path}: "
+                            "record one with `suitefit profile` or `suitefit sweep`")
+    return [(int(r), str(o)) for r, o in rows]
 
 
 def check_known(nodeid: str, cwd: Path, pytest_args: Sequence[str]) -> None:
@@ -140,13 +140,7 @@ def bisect(history: History, nodeid: str, *, cwd: Path, run_id: int | None = Non
            progress: Callable[[str], None] | None = None) -> BisectResult:
     """Find the earlier test that flips ``nodeid``'s outcome, counting every pytest run."""
     check_known(nodeid, cwd, pytest_args)
-    run, test = _find_run(history, nodeid, run_id, cwd, pytest_args)
-    prefix_rows = [t for t in history.tests(run.id) if t.worker == test.worker and t.seq < test.seq]
-    prefix_rows.sort(key=lambda t: t.seq)
-    prefix = [t.nodeid for t in prefix_rows]
-    if not prefix:
-        raise SuitefitError(f"{nodeid} ran first in its worker ({test.worker}) in run {run.id}: "
-                            "nothing ran before it to bisect", 1)
+    candidates = _candidate_runs(history, nodeid, run_id, cwd, pytest_args)
     runs = 0
 
     def outcome(subset: Sequence[str]) -> str:
@@ -167,13 +161,24 @@ def bisect(history: History, nodeid: str, *, cwd: Path, run_id: int | None = Non
         return got
 
     alone = outcome([])
+    # Replay the newest recorded run in which TEST's outcome differs from its outcome alone.
+    differs = [(rid, o) for rid, o in candidates if is_ok(o) != is_ok(alone)]
+    if not differs:
+        where = f"run {candidates[0][0]}" if run_id is not None else f"all {len(candidates)} recorded run(s)"
+        raise SuitefitError(f"{nodeid} is {alone} alone and {candidates[0][1]} in {where} that ran it: "
+                            "no order to blame; nothing to bisect", 1)
+    run = history.run(differs[0][0])
+    test = next(t for t in history.tests(run.id) if t.nodeid == nodeid)
+    prefix_rows = [t for t in history.tests(run.id) if t.worker == test.worker and t.seq < test.seq]
+    prefix_rows.sort(key=lambda t: t.seq)
+    prefix = [t.nodeid for t in prefix_rows]
     suite = test.outcome
+    if not prefix:
+        raise SuitefitError(f"{nodeid} is {suite} in run {run.id} but ran first in its worker "
+                            f"({test.worker}): nothing ran before it to bisect", 1)
     role = "polluter" if not is_ok(suite) else "provider"
     base = dict(test=nodeid, run_id=run.id, worker=test.worker, suite_outcome=suite,
                 alone_outcome=alone, prefix_len=len(prefix), role=role)
-    if is_ok(alone) == is_ok(suite):
-        raise SuitefitError(f"{nodeid} is {alone} alone as in run {run.id} ({suite}): its outcome does "
-                            "not depend on what ran before it; nothing to bisect", 1)
 
     def flips(subset: Sequence[str]) -> bool:
         return is_ok(outcome(subset)) == is_ok(suite)
