@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -53,7 +54,8 @@ def test_a_known_ten_percent_difference_is_detected_with_enough_runs() -> None:
         assert res.wall is not None
     assert res.wall.verdict == "b-faster", res.wall.sentence()
     assert res.wall.ci_low <= 1.10 * 1.03 and res.wall.ci_high >= 1.10 / 1.03
-    assert res.wall.sentence().startswith("B is 1.1")
+    # Process start-up adds the same few ms to both sides, so the ratio reads a little under 1.10.
+    assert re.match(r"B is 1\.(0[5-9]|1[0-4])x faster \(95% CI 1\.\d\d-1\.\d\d\)$", res.wall.sentence())
     assert res.cpu is not None and res.cpu.verdict == "unmeasurable"  # sleep uses no CPU
 
 
