@@ -7,17 +7,18 @@ from pathlib import Path
 
 import click
 
+from suitefit.budget import detect_budget
 from suitefit.config import load_config
 from suitefit.diagnose.sweep import DEFAULT_FILE_MB, sweep
 from suitefit.errors import SuitefitError
 from suitefit.history import History
-from suitefit.units import fmt_mb, fmt_s, parse_size_mb
+from suitefit.units import fmt_mb, fmt_s
 
 
 @click.command("sweep", context_settings={"ignore_unknown_options": True})
 @click.option("--repeat", type=int, default=None, help="Runs of each file alone (default 1; 2+ finds flaky tests).")
 @click.option("--jobs", "-j", type=int, default=None, help="Parallel pytest processes (default: CPUs, within the memory budget).")
-@click.option("--memory-budget", default=None, help="Memory the parallel runs may use, e.g. 4GiB (default: [tool.suitefit] memory_budget or available memory minus memory_margin).")
+@click.option("--memory-budget", default=None, help="Memory the parallel runs may use, e.g. 4GiB (default: as `suitefit run`: [tool.suitefit] memory_budget, else the cgroup limit or RAM minus memory_margin).")
 @click.option("--run-id", type=int, default=None, help="The full run to compare with (default: the latest in the history).")
 @click.option("--fresh", is_flag=True, help="Make a new full run even if the history has one.")
 @click.option("--timeout", type=float, default=None, help="Kill one pytest process after this many seconds.")
@@ -31,13 +32,13 @@ def command(repeat: int | None, jobs: int | None, memory_budget: str | None, run
     cfg = load_config()
     sec = cfg.section("sweep")
     repeat = repeat if repeat is not None else int(sec.get("repeat", 1))
-    budget = (parse_size_mb(memory_budget, "--memory-budget") if memory_budget
-              else cfg.memory_budget_mb)
+    if jobs is not None and jobs < 1:
+        raise SuitefitError(f"--jobs must be at least 1, got {jobs}")
+    # The same budget as `suitefit run`: flags, else [tool.suitefit], else cgroup/RAM minus margin.
+    budget = detect_budget(memory_budget, jobs, cfg)
     default_mb = cfg.raw.get("default_file_mb", DEFAULT_FILE_MB)
     if not isinstance(default_mb, (int, float)):
         raise SuitefitError(f"[tool.suitefit] default_file_mb must be a number of MiB, got {default_mb!r}")
-    if jobs is not None and jobs < 1:
-        raise SuitefitError(f"--jobs must be at least 1, got {jobs}")
     path = Path(history_path) if history_path else cfg.history_path
     if run_id is not None and not path.exists():
         raise SuitefitError(f"no history at {path}: run `suitefit profile` first")
@@ -47,9 +48,9 @@ def command(repeat: int | None, jobs: int | None, memory_budget: str | None, run
             click.echo(f"  {msg}", err=True)
 
     with History(path) as h:
-        rep = sweep(h, cwd=Path.cwd(), pytest_args=pytest_args, repeat=repeat, jobs=jobs or cfg.workers,
-                    budget_mb=budget, run_id=run_id, fresh=fresh, default_file_mb=float(default_mb),
-                    memory_margin=cfg.memory_margin,
+        rep = sweep(h, cwd=Path.cwd(), pytest_args=pytest_args, repeat=repeat,
+                    jobs=budget.workers or budget.cpus, budget_mb=budget.memory_mb, run_id=run_id,
+                    fresh=fresh, default_file_mb=float(default_mb),
                     timeout_s=timeout, progress=progress)
     if as_json:
         click.echo(json.dumps(rep.to_json(), indent=2))
@@ -57,6 +58,7 @@ def command(repeat: int | None, jobs: int | None, memory_budget: str | None, run
         made = "made now" if rep.suite_made else "from the history"
         click.echo(f"swept {len(rep.files)} files alone x{rep.repeat} against full run {rep.suite_run} "
                    f"({made}); {rep.jobs} at a time within {fmt_mb(rep.budget_mb)}; {fmt_s(rep.wall_s)}")
+        click.echo(f"memory budget: {budget.memory_source}; CPUs: {budget.cpus_source}")
         for note in rep.notes:
             click.echo(f"note: {note}")
         if not rep.findings:
