@@ -118,3 +118,19 @@ def test_sweep_bad_input_is_one_line(tmp_path: Path) -> None:
     assert p.returncode != 0 and "Traceback" not in p.stderr
     last = p.stderr.strip().splitlines()[-1]  # progress lines may precede it
     assert last.startswith("suitefit: error: pytest exited 4") and "--no-such-pytest-flag" in last
+
+
+def test_a_file_that_only_imports_after_another_is_dependent(tmp_path: Path) -> None:
+    """Collection order: a module-level setting made by an earlier file's import."""
+    (tmp_path / "test_a_sets.py").write_text("import os\nos.environ['SF_URL'] = 'x'\n\ndef test_a():\n    pass\n")
+    (tmp_path / "test_b_needs.py").write_text(
+        "import os\nURL = os.environ['SF_URL']\n\ndef test_b1():\n    pass\n\ndef test_b2():\n    pass\n")
+    p = cli("sweep", "--history", str(tmp_path / "h.sqlite"), "--json", cwd=tmp_path)
+    assert p.returncode == 1, p.stderr
+    got = {(f["kind"], f["nodeid"], tuple(f["alone"])) for f in json.loads(p.stdout)["findings"]}
+    assert got == {("dependent", "test_b_needs.py::test_b1", ("error",)),
+                   ("dependent", "test_b_needs.py::test_b2", ("error",))}
+    p = cli("bisect", "test_b_needs.py::test_b1", "--history", str(tmp_path / "h.sqlite"), "--json", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    res = json.loads(p.stdout)
+    assert (res["role"], res["culprit"], res["alone_outcome"]) == ("provider", "test_a_sets.py::test_a", "error")

@@ -18,7 +18,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from suitefit.diagnose.procs import run_measured
-from suitefit.diagnose.pytest_runs import is_ok, reproducer, run_pytest, single_process_args
+from suitefit.diagnose.pytest_runs import (
+    TestOutcome,
+    is_ok,
+    reproducer,
+    run_pytest,
+    single_process_args,
+)
 from suitefit.errors import SuitefitError
 from suitefit.history import History
 
@@ -148,6 +154,9 @@ def bisect(history: History, nodeid: str, *, cwd: Path, run_id: int | None = Non
         runs += 1
         res = run_pytest([*pytest_args, *subset, nodeid], cwd=cwd, timeout_s=timeout_s)
         got = res.outcome_of(nodeid)
+        if got is None and any(_file(nodeid).startswith(c.split("::", 1)[0]) for c in res.collect_errors):
+            got = "error"  # its file did not import in this order: a failure like any other
+            res.tests.append(TestOutcome(nodeid, _file(nodeid), got, "main", len(res.tests), 0.0, 0.0))
         if got is None:
             if res.collect_errors or res.exit_code == 5:
                 raise SuitefitError(f"unknown test {nodeid}: pytest does not collect it in {cwd}")

@@ -108,8 +108,10 @@ def run_pytest(args: Sequence[str], *, cwd: Path, single_process: bool = True,
                                                     float(rec["started"]), float(rec["duration"])))
     finally:
         os.unlink(out_path)
-    # 0 passed, 1 some failed, 5 none collected: all are answers. 2-4 and signals are not.
-    if m.exit_code not in (0, 1, 5):
+    # 0 passed, 1 some failed, 5 none collected, and 2 or 4 after a collection error (a file
+    # that does not import in this order; 4 when it was named by node id): all are answers.
+    # Other interruptions, internal and usage errors, and signals are not.
+    if m.exit_code not in (0, 1, 5) and not (m.exit_code in (2, 4) and result.collect_errors):
         what = f"killed by signal {-m.exit_code}" if m.exit_code < 0 else f"exited {m.exit_code}"
         tail = m.last_line
         raise SuitefitError(f"pytest {what} in {cwd} ({shlex.join(args)[:200]}){': ' + tail if tail else ''}", 3)
