@@ -92,10 +92,12 @@ def test_budget_respected_when_every_unit_fits(data: st.DataObject) -> None:
     costs = data.draw(cost_models())
     budget = data.draw(budgets(costs))
     plan = make_plan(costs, budget)
-    # what a unit can cost at most: its own peak plus every fixture it could hold resident
+    # the most the tree can hold: every worker's baseline, every persistent fixture resident
+    # on every worker (a fixture group split in parts lives on each worker that runs a part),
+    # plus the largest unit's own peak
     all_fx = sum(f.mb for f in costs.fixtures if f.scope in ("session", "package"))
-    n = budget.workers or 1
-    worst = n * costs.worker.baseline_mb + all_fx + max(u.peak_mb for u in plan.units)
+    n = plan.workers
+    worst = n * (costs.worker.baseline_mb + all_fx) + max(u.peak_mb for u in plan.units)
     if worst <= budget.memory_mb:
         assert not plan.warnings
         assert plan.predicted_peak_mb <= budget.memory_mb + 1e-6

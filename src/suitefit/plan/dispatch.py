@@ -1,8 +1,10 @@
 """The run-time dispatch policy as a pure state machine.
 
-The same object drives the simulation (``simulate.py``) and the real xdist
-scheduler, so what the plan predicts is what the run does. It returns decisions;
-it never sends anything anywhere.
+It drives the simulation (``simulate.py``) that gives the plan its predictions. The
+xdist executor applies the same admission rule in a more conservative form
+(``admission.py``): an xdist worker must be handed its next unit before its current
+one ends, which this one-unit-per-worker machine does not model. It returns
+decisions; it never sends anything anywhere.
 
 Memory admission: a unit starts only if the tree's memory - the larger of the
 live measurement and the prediction (worker baselines, fixtures resident on

@@ -35,7 +35,8 @@ def max_workers(budget: Budget, worker: WorkerCost, n_units: int) -> tuple[int, 
             f"memory budget {fmt_mb(budget.memory_mb)} is below one worker's baseline "
             f"{fmt_mb(worker.baseline_mb)}: nothing can run; raise --memory-budget"
         )
-    by_mem = int((budget.memory_mb + 1e-6) // worker.baseline_mb) if worker.baseline_mb > 0 else 10**6
+    # relative tolerance: a budget of exactly k baselines must admit k workers despite rounding
+    by_mem = int(budget.memory_mb / worker.baseline_mb * (1 + 1e-9)) if worker.baseline_mb > 0 else 10**6
     if budget.workers is not None:
         if budget.workers > by_mem:
             raise SuitefitError(
