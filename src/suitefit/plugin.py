@@ -8,7 +8,6 @@ or the only process) records tests, files, fixtures and itself.
 
 from __future__ import annotations
 
-import json
 import os
 import platform
 import sys
@@ -382,7 +381,3 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     side = config.stash.get(RUN_KEY, None)
     if side is not None and not side.finished:  # e.g. a usage error before the session ran
         side.finish(4)
-
-
-def dumps(obj: Any) -> str:
-    return json.dumps(obj, indent=2, sort_keys=False, default=str)
