@@ -21,3 +21,15 @@ def test_the_pytest_plugin_and_console_script_are_registered() -> None:
     eps = importlib.metadata.entry_points()
     assert any(e.value == "suitefit.plugin" for e in eps.select(group="pytest11"))
     assert any(e.value == "suitefit.cli:main" for e in eps.select(group="console_scripts"))
+
+
+def test_the_plugin_imports_nothing_heavy_until_asked() -> None:
+    """A plain pytest run must not pay for suitefit being installed."""
+    import subprocess
+    import sys
+
+    code = ("import sys, suitefit.plugin\n"
+            "heavy = [m for m in ('psutil', 'sqlite3', 'rich', 'suitefit.session', 'suitefit.history') if m in sys.modules]\n"
+            "print(heavy)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
