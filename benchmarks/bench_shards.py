@@ -57,11 +57,12 @@ from venvs import make_venv  # noqa: E402
 REQUIREMENTS = ("pytest==9.2.0", "pytest-xdist==3.8.0", "pytest-split==0.11.0")
 ALGORITHMS = ("least_duration", "duration_based_chunks")
 LIMIT = 1.10
+POOL_SETUP_S = 0.8
 
 
 def make_suite(out: Path, files: int, seed: int = 5) -> dict[str, object]:
     """A gen_suite suite whose ordinary files differ more in cost than gen_suite's cycle of 12."""
-    shape = Shape(import_s=0.2, import_mb=20, pool_procs=2, pool_mb=20, pool_setup_s=0.8,
+    shape = Shape(import_s=0.2, import_mb=20, pool_procs=2, pool_mb=20, pool_setup_s=POOL_SETUP_S,
                   pool_files=4, pool_tests=4, pool_test_ms=40, hogs_mb=[150, 250], files=files,
                   tests_per_file=3, test_ms=40, pair=True, declare_pair_group=True)
     manifest = generate(out, shape, "bench-shards")
@@ -125,6 +126,7 @@ class Bench:
         self.history = work / "seed.sqlite"
         self.durations = work / "durations.json"
         self.collected: list[str] = []
+        self.last_files: list[list[str]] = []  # the file of every test each shard ran, last round
 
     def seed(self) -> float:
         wall, rc = timed_run([str(self.bin / "suitefit"), "profile", f"--history={self.history}", "--",
@@ -160,12 +162,14 @@ class Bench:
         summary = json.loads(res.stdout)
         if summary["tests"] != len(self.collected):
             return walls, [], [], f"merge counted {summary['tests']} tests, collect-only {len(self.collected)}"
+        self.last_files = [[t["file"] for t in json.loads(p.read_text())["tests"]] for p in results]
         return walls, [float(w) for w in summary["shard_wall_s"]], list(summary["failed"]), ""
 
     def split_round(self, r: int, algo: str) -> tuple[list[float], list[str], str]:
         walls: list[float] = []
         failed: list[str] = []
         seen: Counter[str] = Counter()
+        self.last_files = []
         for k in range(1, self.n + 1):
             d = self.work / f"r{r}-{algo}-{k}"
             d.mkdir(parents=True)
@@ -179,6 +183,7 @@ class Bench:
                 return walls, failed, f"group {k} exit {rc} (see {d / 'run.log'})"
             ids, bad = junit_ids(xml)
             seen.update(ids)
+            self.last_files.append([i.split("::")[0].replace(".", "/") + ".py" for i in ids])
             failed += bad
         want = Counter(junit_key(n) for n in self.collected)
         if seen != want:
@@ -186,6 +191,19 @@ class Bench:
             never = sum(1 for t in want if t not in seen)
             return walls, failed, f"{twice} test(s) ran twice, {never} never"
         return walls, failed, ""
+
+
+def designed_work(shards: list[list[str]], manifest: dict[str, dict[str, object]], pool_setup_s: float
+                   ) -> list[float]:
+    """Seconds of CPU each shard's tests burn by design (the manifest), plus the pool's start-up
+    in every shard that runs a pool file: the balance free of the machine's load."""
+    out = []
+    for files in shards:
+        per_test = [int(manifest[f].get("cpu_ms", 0)) / int(manifest[f]["tests"]) / 1000  # type: ignore[call-overload]
+                    for f in files]
+        pool = any(manifest[f]["kind"] == "pool" for f in files)
+        out.append(sum(per_test) + (pool_setup_s if pool else 0.0))
+    return out
 
 
 def ratio(walls: list[float]) -> float:
@@ -231,6 +249,7 @@ def main() -> int:
     inner: list[list[float]] = []
     fails: dict[str, list[int]] = {m: [] for m in methods}
     cpus: dict[str, list[list[float]]] = {m: [] for m in methods}
+    design: dict[str, list[list[float]]] = {m: [] for m in methods}
     problems: list[str] = []
     for r in range(args.rounds):
         order = methods[r % len(methods):] + methods[:r % len(methods)]
@@ -249,12 +268,14 @@ def main() -> int:
                 continue
             walls[m].append(w)
             cpus[m].append(CPU_S[first:first + len(w)])
+            design[m].append(designed_work(bench.last_files, files, POOL_SETUP_S))
             print(f"round {r + 1} {m:22s} shards {' '.join(f'{x:5.1f}' for x in w)} s  "
-                  f"slowest/mean {ratio(w):.3f} (CPU {ratio(cpus[m][-1]):.3f})  all {len(bench.collected)} tests ran once, "
+                  f"slowest/mean {ratio(w):.3f} (CPU {ratio(cpus[m][-1]):.3f}, work by design "
+                  f"{ratio(design[m][-1]):.3f})  all {len(bench.collected)} tests ran once, "
                   f"{len(bad)} failed{' (' + ', '.join(bad) + ')' if bad else ''}", flush=True)
     print(f"\n{args.shards} shards, {args.rounds} round(s), medians over rounds "
           f"(process wall per shard, serial: one process each)")
-    print(f"{'method':24s}{'slowest/mean':>13s}{'slowest s':>11s}{'mean s':>9s}{'sum s':>8s}{'failed':>8s}{'CPU s/m':>9s}  per round")
+    print(f"{'method':24s}{'slowest/mean':>13s}{'slowest s':>11s}{'mean s':>9s}{'sum s':>8s}{'failed':>8s}{'CPU s/m':>9s}{'work s/m':>10s}  per round")
     med: dict[str, float] = {}
     for m in methods:
         if not walls[m]:
@@ -265,7 +286,8 @@ def main() -> int:
         print(f"{m:24s}{med[m]:13.3f}{statistics.median(max(w) for w in walls[m]):11.1f}"
               f"{statistics.median(statistics.mean(w) for w in walls[m]):9.1f}"
               f"{statistics.median(sum(w) for w in walls[m]):8.1f}{max(fails[m]):8d}"
-              f"{statistics.median(ratio(c) for c in cpus[m]):9.3f}  "
+              f"{statistics.median(ratio(c) for c in cpus[m]):9.3f}"
+              f"{statistics.median(ratio(c) for c in design[m]):10.3f}  "
               f"{' '.join(f'{x:.3f}' for x in rs)}")
     if inner:
         print(f"suitefit's own recorded shard walls (pytest session only), slowest/mean per round: "
