@@ -30,6 +30,9 @@ class GroupingRules:
 
 
 DEFAULT_RULES = GroupingRules()
+# A group is split only when that saves more than this share of its predicted finish
+# (like an extra worker in plan.workers): below run-to-run noise it only duplicates the pool.
+SPLIT_PAYS_FRACTION = 0.02
 
 
 @dataclass(frozen=True)
@@ -168,16 +171,16 @@ def best_parts(work: float, longest: float, setup: float, n_files: int, workers:
 
     m parts finish no sooner than ``setup + max(work / m, longest)``; every part past the
     first adds ``setup`` to the suite's total work, spread over the workers. The smallest
-    m minimising the larger of the two keeps the group off the critical path cheapest.
+    m whose predicted finish is within ``SPLIT_PAYS_FRACTION`` of the best keeps the group
+    off the critical path cheapest: each extra part starts the fixture's processes and
+    memory once more, which a saving below run-to-run noise does not pay for.
     """
     if workers <= 1 or setup + work <= lane_s:
         return 1
-    best_m, best_t = 1, float("inf")
-    for m in range(1, min(workers, n_files) + 1):
-        t = max(setup + max(work / m, longest), lane_s + (m - 1) * setup / workers)
-        if t < best_t - 1e-9:
-            best_m, best_t = m, t
-    return best_m
+    finish = {m: max(setup + max(work / m, longest), lane_s + (m - 1) * setup / workers)
+              for m in range(1, min(workers, n_files) + 1)}
+    best_t = min(finish.values())
+    return min(m for m, t in finish.items() if t <= best_t * (1 + SPLIT_PAYS_FRACTION) + 1e-9)
 
 
 def build_units(groups: Groups, file_costs: Mapping[str, FileCost],
