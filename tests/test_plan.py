@@ -135,3 +135,17 @@ def test_pool_group_not_split_for_a_saving_below_noise() -> None:
     assert best_parts(2.0, 0.4, 2.3, 5, 2, 3.08) == 1
     # a split that pays well above noise still happens (8 s of pool work on 4 workers)
     assert best_parts(8.0, 1.0, 1.0, 8, 4, 3.0) > 1
+
+
+def test_pool_group_kept_whole_when_a_split_would_break_the_budget() -> None:
+    # Found by test_budget_respected_when_every_unit_fits: split for time, fx0 (178 MiB) is
+    # resident on both workers, and with fx3 (586 MiB) beside it the 863 MiB hog no longer
+    # fits anywhere; with the group whole everything fits one at a time.
+    fx = (FixtureCost("fx0", "session", 0.0, procs=0, mb=178.0), FixtureCost("fx3", "session", 0.0, procs=0, mb=586.0))
+    uses = {1: ("fx0",), 2: ("fx0",), 3: ("fx0", "fx3"), 14: ("fx0",)}
+    files = [FileCost(f"tests/test_{i}.py", 1.0 if i in (1, 3) else 0.0, 863.0 if i == 11 else 0.0,
+                      fixtures=uses.get(i, ())) for i in range(15)]
+    plan = make_plan(_costs(files, fx, startup=0.0, baseline=10.0), Budget(1824, 2, workers=2))
+    assert not plan.warnings and plan.predicted_peak_mb <= 1824
+    (unit,) = [u for u in plan.units if u.name.startswith("fixture:")]
+    assert len(unit.files) == 4 and "would not fit the memory budget" in unit.reason

@@ -185,12 +185,13 @@ def best_parts(work: float, longest: float, setup: float, n_files: int, workers:
 
 def build_units(groups: Groups, file_costs: Mapping[str, FileCost],
                 fixtures: Mapping[str, FixtureCost], *, workers: int,
-                lane_s: float) -> tuple[list[Unit], list[str]]:
+                lane_s: float, split: bool = True) -> tuple[list[Unit], list[str]]:
     """Units for ``workers`` workers whose ideal lane is ``lane_s``; returns units and reasons.
 
     A fixture group longer than the lane is split into the fewest parts (each paying
     the fixture again) that fit it; if that takes as many parts as there are workers,
-    grouping saves nothing and its files run as single-file units.
+    grouping saves nothing and its files run as single-file units. With ``split`` False
+    every group stays whole (when the copies a split adds would not fit the memory budget).
     """
     units: list[Unit] = []
     reasons: list[str] = []
@@ -206,7 +207,7 @@ def build_units(groups: Groups, file_costs: Mapping[str, FileCost],
     for g in groups.fixture_groups:
         setup = sum(fixtures[n].setup_s for n in g.fixtures)
         work = sum(walls[f] for f in g.files)
-        m = best_parts(work, max(walls[f] for f in g.files), setup, len(g.files), workers, lane_s)
+        m = best_parts(work, max(walls[f] for f in g.files), setup, len(g.files), workers, lane_s) if split else 1
         if m > 1 and (m >= workers or m >= len(g.files)):
             reasons.append(
                 f"{g.name}: not grouped - its {len(g.files)} files ({fmt_s(work)}) would need "
@@ -221,7 +222,9 @@ def build_units(groups: Groups, file_costs: Mapping[str, FileCost],
             units.append(make_unit(
                 g.name, tuple(sorted(g.files, key=lambda f: (-walls[f], f))), file_costs, fixtures,
                 f"fixture group: {len(g.files)} files share {g.why}; one worker sets it up once "
-                f"instead of once per worker",
+                f"instead of once per worker" + ("" if split else "; kept whole although it is longer "
+                f"than the ideal lane {fmt_s(lane_s)}: split, its fixtures' copies would not fit the "
+                f"memory budget"),
             ))
         else:
             parts = lpt_parts(g.files, walls, m)

@@ -99,14 +99,21 @@ def _plan_one(costs: CostModel, budget: Budget, rules: GroupingRules,
     declared_names = [f"group:{n}" for n, _ in groups.declared]
     worker = costs.worker
 
-    def evaluate(w: int) -> Candidate:
-        units, greasons = build_units(groups, fcs, fixtures, workers=w, lane_s=total / w)
+    def evaluate(w: int, split: bool = True) -> Candidate:
+        units, greasons = build_units(groups, fcs, fixtures, workers=w, lane_s=total / w, split=split)
         ordered = tuple(order_units(units, declared_names))
         tmp = Plan(workers=w, units=ordered, budget=budget, predicted_wall_s=0.0,
                    predicted_peak_mb=0.0, reasons=(), fixtures=plan_fixtures)
         sim = simulate(tmp, startup_s=worker.startup_s, baseline_mb=worker.baseline_mb,
                        budget_mb=budget.memory_mb, cpus=budget.cpus)
-        return Candidate(w, ordered, sim, tuple(greasons))
+        cand = Candidate(w, ordered, sim, tuple(greasons))
+        if split and not sim.fits and groups.fixture_groups:
+            # Splitting a group for time puts its fixtures on several workers at once: if
+            # that breaks the budget, keeping every group whole may not.
+            whole = evaluate(w, split=False)
+            if whole.sim.fits:
+                return whole
+        return cand
 
     n_units_max = len(groups.declared) + len(groups.singles) + sum(
         len(g.files) for g in groups.fixture_groups)
