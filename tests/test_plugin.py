@@ -174,3 +174,19 @@ def test_fixture_teardown_and_cpu_time(pytester: pytest.Pytester) -> None:
     with History(pytester.path / "h.sqlite") as h:
         (t,) = h.tests(s["run_id"])
     assert t.cpu_s >= 0.28
+
+
+def test_a_killed_worker_under_plain_xdist_is_recorded(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_kill="import os, signal\ndef test_dies():\n    os.kill(os.getpid(), signal.SIGKILL)\n",
+                        test_ok="def test_ok():\n    pass\n")
+    res, s = run(pytester, "-n", "2", "--max-worker-restart=0")
+    res.stdout.fnmatch_lines(["*crashed while running*test_kill.py::test_dies*"])
+    with History(pytester.path / "h.sqlite") as h:
+        run_rec = h.run(s["run_id"])
+        died = [w for w in h.workers(s["run_id"]) if w.status == "died"]
+        (crash,) = h.events(s["run_id"], "crash_item")
+        tests = {t.nodeid: t for t in h.tests(s["run_id"])}
+    assert crash.nodeid == "test_kill.py::test_dies"
+    assert tests["test_kill.py::test_dies"].outcome == "failed"
+    assert run_rec.failed == 1 and run_rec.status == "failed"
+    assert len(died) == 1 and died[0].worker == crash.worker

@@ -18,7 +18,7 @@ import pytest
 
 from suitefit import timing
 from suitefit.errors import SuitefitError
-from suitefit.history import History
+from suitefit.history import History, TestRecord, WorkerRecord
 from suitefit.measure.recorder import RunRecorder, WorkerRecorder
 from suitefit.measure.sampler import TreeSampler
 from suitefit.units import fmt_mb, fmt_s, parse_size_mb
@@ -44,6 +44,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                 help="memory line for 'seconds above' (e.g. 6GiB; default: the memory budget)")
     g.addoption("--suitefit-plan", default=None, metavar="PATH",
                 help="run under this plan (written by `suitefit run`): its scheduler, journal, reaping")
+    g.addoption("--suitefit-shard-spec", default=None, metavar="PATH",
+                help="keep only this shard's tests (a spec written by `suitefit run --shard K/N`)")
+    g.addoption("--suitefit-progress", default="auto", choices=("auto", "live", "plain", "off"),
+                help="progress on stderr: a live line on a terminal, plain lines every 10 s otherwise (auto)")
     g.addoption("--suitefit-grace", type=float, default=3.0, metavar="S",
                 help="seconds a process left behind by a test may live on before it is ended (default 3)")
 
@@ -88,6 +92,37 @@ class RunSide:
         self.finished = False
         self.local_worker: WorkerRecorder | None = None  # without xdist this process runs the tests
         self.control: Any = None  # RunControl, when running under a plan
+        self.threshold_mb = threshold_mb
+        self.progress: Any = None
+        self.done = 0
+        self.sampler.subscribe(self._progress_tick)
+
+    def _start_progress(self, total: int) -> None:
+        mode = self.config.getoption("suitefit_progress")
+        if self.progress is not None or mode == "off":
+            return
+        from suitefit.report.progress import Progress
+        from suitefit.run_control import original_stderr
+
+        stream = original_stderr(self.config)
+        tty = mode == "live" or (mode == "auto" and stream.isatty())
+        self.progress = Progress(total, self.threshold_mb, stream, tty)
+
+    def _progress_tick(self, s: Any) -> None:
+        if self.progress is not None:
+            self.progress.update(self.done, s.rss_mb)
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        if not self.distributed:
+            self._start_progress(len(session.items))
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
+        self._start_progress(len(ids))
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when in ("teardown", "???"):
+            self.done += 1
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
@@ -102,6 +137,22 @@ class RunSide:
             wid = node.gateway.id
             self.history.add_event(self.run_id, timing.wall(), "worker_down",
                                    worker=wid, error=str(error))
+            if not self.history.execute("SELECT 1 FROM workers WHERE run_id = ? AND worker = ?",
+                                        [self.run_id, wid]):
+                self.history.upsert_worker(WorkerRecord(self.run_id, wid, None, None, None, None, None,
+                                                        None, 0, "died", str(error)))
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_handlecrashitem(self, crashitem: str, report: Any, sched: Any) -> None:
+        """xdist names the test a dead worker was running: keep it as a failed test row."""
+        from suitefit.measure.recorder import file_of
+
+        node = getattr(report, "node", None)
+        wid = node.gateway.id if node is not None else "?"
+        now = timing.wall()
+        self.history.add_tests([TestRecord(self.run_id, crashitem, file_of(crashitem), wid, -1, now,
+                                           0.0, 0.0, 0.0, 0.0, 0.0, "failed")])
+        self.history.add_event(self.run_id, now, "crash_item", worker=wid, nodeid=crashitem)
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
@@ -116,6 +167,8 @@ class RunSide:
         if self.control is not None:
             self.control.finish()
         self.recorder.stop()
+        if self.progress is not None:
+            self.progress.close()
         wall = timing.perf_counter() - self.t0
         cpu = timing.cpu_seconds() - self.cpu0
         h = self.history
@@ -249,10 +302,45 @@ def _configure_controller(config: pytest.Config) -> None:
         config.stash[WORKER_KEY] = wr
         config.pluginmanager.register(wr, "suitefit-worker")
         side.local_worker = wr
+        _register_shard_filter(config, path, run_id)
         if side.control is not None:
             journal = side.control.journal
             wr.on_test_start.append(lambda nodeid, since, mb: journal.start(MAIN_WORKER, nodeid, since, mb))
     side.sampler.start()
+
+
+class ShardFilter:
+    """Keeps this shard's files; records what the whole collection was (its fingerprint)."""
+
+    def __init__(self, spec_path: str, history_path: str, run_id: int) -> None:
+        from suitefit.shard_results import ShardSpec
+
+        try:
+            self.spec = ShardSpec.load(spec_path)
+        except (OSError, ValueError, KeyError) as e:
+            raise SuitefitError(f"cannot read shard spec {spec_path}: {e}") from None
+        self.history_path = history_path
+        self.run_id = run_id
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
+        from pathlib import Path
+
+        from suitefit.measure.recorder import file_of
+        from suitefit.shard_results import write_collected
+
+        write_collected(Path(self.history_path), self.run_id, [i.nodeid for i in items])
+        keep = [i for i in items if self.spec.keeps(file_of(i.nodeid))]
+        drop = [i for i in items if not self.spec.keeps(file_of(i.nodeid))]
+        if drop:
+            items[:] = keep
+            config.hook.pytest_deselected(items=drop)
+
+
+def _register_shard_filter(config: pytest.Config, history_path: str, run_id: int) -> None:
+    spec = config.getoption("suitefit_shard_spec")
+    if spec:
+        config.pluginmanager.register(ShardFilter(spec, history_path, run_id), "suitefit-shard")
 
 
 def _is_distributed(config: pytest.Config) -> bool:
@@ -273,6 +361,7 @@ def _configure_worker(config: pytest.Config, workerinput: dict[str, Any]) -> Non
                         reap_grace_s=float(grace) if grace is not None else None)
     config.stash[WORKER_KEY] = wr
     config.pluginmanager.register(wr, "suitefit-worker")
+    _register_shard_filter(config, workerinput["suitefit_history"], int(run_id))
     sampler.start()
 
 

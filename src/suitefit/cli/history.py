@@ -34,7 +34,8 @@ def command(history_path: Path | None, limit: int, as_json: bool) -> None:
         return
     t = Table(title=f"runs in {h.path}")
     for col in ("id", "when", "kind", "status", "tests", "workers", "wall", "peak RSS"):
-        t.add_column(col, justify="right" if col in ("id", "tests", "workers", "wall", "peak RSS") else "left")
+        t.add_column(col, justify="right" if col in ("id", "tests", "workers", "wall", "peak RSS") else "left",
+                     no_wrap=True)
     for r in runs:
         when = dt.datetime.fromtimestamp(r.started).strftime("%m-%d %H:%M:%S")
         t.add_row(str(r.id), when, r.kind, r.status, str(r.collected if r.collected is not None else "-"),

@@ -39,25 +39,19 @@ def _check_args(args: list[str]) -> None:
             )
 
 
-def parse_shard(text: str | None) -> tuple[int, int] | None:
-    if text is None:
-        return None
-    try:
-        k, n = (int(x) for x in text.split("/"))
-    except ValueError:
-        raise SuitefitError(f"--shard {text!r} is not K/N (for example 2/4)") from None
-    return k, n
-
-
 @click.command(context_settings={"ignore_unknown_options": True})
 @history_option
 @click.option("--memory-budget", default=None, help="memory the run may use, e.g. 6GiB (default: what the runner has, minus a margin)")
 @click.option("--workers", type=int, default=None, help="pin the worker count instead of choosing it")
 @click.option("--grace", type=float, default=3.0, show_default=True,
               help="seconds a process a test left behind may live on before it is ended")
+@click.option("--shard", "shard_text", default=None, metavar="K/N",
+              help="run shard K of N (default: the CI's own variables, e.g. CI_NODE_INDEX/CI_NODE_TOTAL)")
+@click.option("--result", "result_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="where a shard writes its portable result (default .suitefit/shard-K-of-N.json)")
 @click.argument("pytest_args", nargs=-1, type=click.UNPROCESSED)
 def command(history_path: Path | None, memory_budget: str | None, workers: int | None, grace: float,
-            pytest_args: tuple[str, ...]) -> None:
+            shard_text: str | None, result_path: Path | None, pytest_args: tuple[str, ...]) -> None:
     """Run the suite under a plan made from the history (through pytest-xdist).
 
     Arguments after `--` go to pytest. Every run is recorded, so each run improves the next plan.
@@ -72,6 +66,16 @@ def command(history_path: Path | None, memory_budget: str | None, workers: int |
     _check_args(args)
     if grace < 0:
         raise SuitefitError(f"--grace must be >= 0 seconds, got {grace}")
+    from suitefit import shard_results
+
+    shard: tuple[int, int] | None = None
+    shard_source = ""
+    if shard_text is not None:
+        shard, shard_source = shard_results.parse_shard(shard_text), "--shard"
+    else:
+        found = shard_results.shard_from_env(os.environ)
+        if found is not None:
+            shard, shard_source = found
     cfg = load_config()
     path = history_path or cfg.history_path
     costs, existed = load_cost_model(cfg, path)
@@ -82,7 +86,19 @@ def command(history_path: Path | None, memory_budget: str | None, workers: int |
 
         budget = replace(budget, workers=budget.cpus,
                          cpus_source=budget.cpus_source + "; no history: one worker per CPU")
-    plan = make_plan(costs, budget)
+    spec = None
+    if shard is not None:
+        from suitefit.plan.planner import shard_split
+
+        k, n = shard
+        plan = make_plan(costs, budget, shards=n, shard=k)
+        split = shard_split(costs, n)
+        spec = shard_results.ShardSpec(k, n, dict(split.assignment))
+        click.echo(f"suitefit: shard {k}/{n} (from {shard_source}): "
+                   + ("balanced by measured time" if split.balanced else
+                      "no history: a stable hash split by file"), err=True)
+    else:
+        plan = make_plan(costs, budget)
     h = History(path)
     if not existed or costs.runs_used == 0:
         click.echo("suitefit: no measured runs in the history yet: a safe first plan "
@@ -93,13 +109,19 @@ def command(history_path: Path | None, memory_budget: str | None, workers: int |
         f"({budget.memory_source}); `suitefit plan` explains each decision", err=True)
     for w in plan.warnings:
         click.echo(f"suitefit: warning: {w}", err=True)
-    run_id = start_measured_run(h, "run", args, workers_planned=plan.workers)
+    run_id = start_measured_run(h, "shard-run" if shard else "run", args, workers_planned=plan.workers,
+                                shard=list(shard) if shard else None)
     h.update_run(run_id, plan=plan.to_json(), budget_mb=budget.memory_mb)
     plan_file = h.path.parent / f"plan-{run_id}.json"
     plan_file.write_text(json.dumps(plan.to_json(), indent=1))
-    full = ["--suitefit", "--suitefit-history", str(h.path), "--suitefit-run-id", str(run_id),
-            "--suitefit-plan", str(plan_file), "--suitefit-grace", str(grace),
-            "--suitefit-threshold", f"{budget.memory_mb:.0f}MiB"]
+    # `--opt=PATH`, never `--opt PATH`: a bare path argument would move pytest's rootdir.
+    full = ["--suitefit", f"--suitefit-history={h.path}", f"--suitefit-run-id={run_id}",
+            f"--suitefit-plan={plan_file}", f"--suitefit-grace={grace}",
+            f"--suitefit-threshold={budget.memory_mb:.0f}MiB"]
+    if spec is not None:
+        spec_file = h.path.parent / f"shard-spec-{run_id}.json"
+        spec.dump(spec_file)
+        full += [f"--suitefit-shard-spec={spec_file}"]
     if plan.workers >= 2:
         full += ["-n", str(plan.workers), "--max-worker-restart=0"]
     else:
@@ -113,6 +135,11 @@ def command(history_path: Path | None, memory_budget: str | None, workers: int |
         f"suitefit: run {run_id}: wall {fmt_s(run.wall_s)} (predicted {fmt_s(plan.predicted_wall_s)}), "
         f"peak {fmt_mb(run.peak_rss_mb)} (predicted {fmt_mb(plan.predicted_peak_mb)}, "
         f"budget {fmt_mb(budget.memory_mb)})", err=True)
+    if shard is not None:
+        out = result_path or h.path.parent / f"shard-{shard[0]}-of-{shard[1]}.json"
+        data = shard_results.write_result(h, run_id, shard[0], shard[1], out)
+        click.echo(f"suitefit: shard {shard[0]}/{shard[1]}: {len(data['tests'])} of {len(data['collected'])} "
+                   f"collected tests ran here; result in {out}", err=True)
     died = h.events(run_id, "worker_died")
     if died:
         d = died[0]

@@ -1,0 +1,138 @@
+"""Live progress of a run: a redrawn line on a terminal, plain periodic lines in a CI log.
+
+A CI log keeps every byte, so redrawing there would bury the log in control codes;
+it gets one plain line every ``every_s`` seconds instead (and those lines are also
+what survives when the runner is killed). On a terminal one line is redrawn in place.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Callable
+from typing import IO
+
+from rich.console import Console
+from rich.live import Live
+from rich.progress_bar import ProgressBar
+from rich.table import Table
+from rich.text import Text
+
+from suitefit import timing
+from suitefit.units import fmt_mb, fmt_s
+
+REDRAW_S = 0.1  # at most ten redraws a second on a terminal
+
+
+class Progress:
+    """Tests done of ``total``, time since start, and the tree's memory against the budget."""
+
+    def __init__(self, total: int, budget_mb: float | None, stream: IO[str], is_tty: bool, *,
+                 every_s: float = 10.0, clock: Callable[[], float] = timing.monotonic) -> None:
+        self.total = max(0, int(total))
+        self.budget_mb = budget_mb
+        self.stream = stream
+        self.is_tty = is_tty
+        self.every_s = every_s
+        self._clock = clock
+        self._start = clock()
+        self._last_out = self._start  # plain mode: the first line comes after every_s
+        self._done = 0
+        self._tree_mb: float | None = None
+        self._peak_mb: float | None = None
+        self._closed = False
+        self._lock = threading.Lock()
+        self._live: Live | None = None
+        if is_tty:
+            console = Console(file=stream, force_terminal=True, highlight=False, soft_wrap=False)
+            self._live = Live(self._render(), console=console, auto_refresh=False, transient=False,
+                              redirect_stdout=False, redirect_stderr=False)
+            self._live.start(refresh=True)
+
+    # -- what the caller does ---------------------------------------------------------------
+
+    def update(self, done: int, tree_mb: float) -> None:
+        """Record the latest count and tree memory; draw or print when it is time."""
+        with self._lock:
+            if self._closed:
+                return
+            self._done = done
+            if math.isfinite(tree_mb):
+                self._tree_mb = tree_mb
+                self._peak_mb = tree_mb if self._peak_mb is None else max(self._peak_mb, tree_mb)
+            now = self._clock()
+            if self._live is not None:
+                if now - self._last_out >= REDRAW_S:
+                    self._last_out = now
+                    self._live.update(self._render(now), refresh=True)
+            elif now - self._last_out >= self.every_s:
+                self._last_out = now
+                self._write(self.line(now))
+
+    def log(self, line: str) -> None:
+        """A line that must stay in the output (a heartbeat, a dead worker): above the live line on a terminal."""
+        with self._lock:
+            if self._live is not None and not self._closed:
+                self._live.console.print(Text(line), soft_wrap=True)
+            else:
+                self._write(line)
+
+    def close(self) -> None:
+        """Draw the final state once and stop; safe to call twice."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            now = self._clock()
+            if self._live is not None:
+                self._live.update(self._render(now, final=True), refresh=True)
+                self._live.stop()
+            else:
+                self._write(self.line(now, final=True))
+
+    def __enter__(self) -> Progress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- what it shows --------------------------------------------------------------------------
+
+    def _memory(self, mb: float | None) -> str:
+        if mb is None:
+            return "not measured yet"
+        if self.budget_mb:
+            return f"{fmt_mb(mb)} of {fmt_mb(self.budget_mb)}"
+        return fmt_mb(mb)
+
+    def line(self, now: float | None = None, *, final: bool = False) -> str:
+        """The plain line, e.g. ``suitefit: 120/400 tests, 12.3 s, tree 812 MiB of 6.00 GiB``."""
+        elapsed = (self._clock() if now is None else now) - self._start
+        if final:
+            return (f"suitefit: done {self._done}/{self.total} tests, {fmt_s(elapsed)}, "
+                    f"tree peak {self._memory(self._peak_mb)}")
+        return f"suitefit: {self._done}/{self.total} tests, {fmt_s(elapsed)}, tree {self._memory(self._tree_mb)}"
+
+    def _render(self, now: float | None = None, *, final: bool = False) -> Table:
+        elapsed = (self._clock() if now is None else now) - self._start
+        mb = self._peak_mb if final else self._tree_mb
+        style = "green"
+        if mb is not None and self.budget_mb:
+            share = mb / self.budget_mb
+            style = "bold red" if share >= 1 else "yellow" if share >= 0.8 else "green"
+        grid = Table.grid(padding=(0, 1))
+        grid.add_row(
+            Text("suitefit", style="bold"),
+            ProgressBar(total=max(self.total, 1), completed=min(self._done, max(self.total, 1)), width=24),
+            Text(f"{self._done}/{self.total} tests"),
+            Text(fmt_s(elapsed), style="cyan"),
+            Text(("tree peak " if final else "tree ") + self._memory(mb), style=style),
+        )
+        return grid
+
+    def _write(self, line: str) -> None:
+        try:
+            self.stream.write(line + "\n")
+            self.stream.flush()
+        except (OSError, ValueError):  # a closed log must not fail the run
+            pass

@@ -1,0 +1,94 @@
+"""`suitefit run` end to end: a first run without history, a planned second run, bad input."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+from clihelp import assert_one_line_error, suitefit
+
+from suitefit.history import History
+
+REC = """
+import json, os, time
+def record(name):
+    with open(os.environ["WHERE_LOG"], "a") as f:
+        f.write(json.dumps({"test": name, "worker": os.environ.get("PYTEST_XDIST_WORKER", "main"),
+                            "t": time.time()}) + "\\n")
+"""
+
+
+def project(root: Path, extra_toml: str = "") -> Path:
+    (root / "tests").mkdir(parents=True)
+    (root / "tests" / "rec.py").write_text(REC)
+    (root / "pyproject.toml").write_text(textwrap.dedent("""
+        [tool.pytest.ini_options]
+        testpaths = ["tests"]
+        pythonpath = ["tests"]
+        """) + extra_toml)
+    for i in range(6):
+        (root / "tests" / f"test_f{i}.py").write_text(textwrap.dedent(f"""
+            import time, pytest
+            from rec import record
+            @pytest.mark.parametrize("i", range(3))
+            def test_x(i):
+                record("f{i}")
+                time.sleep(0.05)
+            """))
+    return root
+
+
+def test_first_run_then_a_planned_run_that_keeps_declared_groups(tmp_path: Path) -> None:
+    project(tmp_path, '\n[tool.suitefit]\ngroups = { pair = ["tests/test_f4.py", "tests/test_f1.py"] }\n')
+    env = {"WHERE_LOG": str(tmp_path / "where.jsonl")}
+    first = suitefit("run", "--", "-q", cwd=tmp_path, env=env)
+    assert first.returncode == 0, first.stderr
+    assert "no measured runs in the history yet" in first.stderr
+    second = suitefit("run", "--", "-q", cwd=tmp_path, env=env)
+    assert second.returncode == 0, second.stderr
+    assert "no measured runs" not in second.stderr
+    assert "suitefit: plan:" in second.stderr and "predicted" in second.stderr
+    with History(tmp_path / ".suitefit" / "history.sqlite") as h:
+        runs = h.runs()
+        assert [r.kind for r in runs] == ["run", "run"]
+        plan = runs[0].plan_dict
+        assert plan is not None and plan["workers"] >= 1
+        assert any(u["files"] == ["tests/test_f4.py", "tests/test_f1.py"] for u in plan["units"])
+        assert runs[0].collected == 18
+    rows = [json.loads(x) for x in (tmp_path / "where.jsonl").read_text().splitlines()]
+    second_rows = rows[18:]
+    pair = sorted((r for r in second_rows if r["test"] in ("f4", "f1")), key=lambda r: r["t"])
+    assert len({r["worker"] for r in pair}) == 1
+    assert [r["test"] for r in pair] == ["f4"] * 3 + ["f1"] * 3
+
+
+def test_bad_input_is_one_line(tmp_path: Path) -> None:
+    project(tmp_path)
+    assert_one_line_error(suitefit("run", "--", "-n", "3", cwd=tmp_path), "conflicts with the plan")
+    assert_one_line_error(suitefit("run", "--", "--dist=load", cwd=tmp_path), "conflicts with the plan")
+    assert_one_line_error(suitefit("run", "--workers", "0", cwd=tmp_path), "positive integer")
+    assert_one_line_error(suitefit("run", "--memory-budget", "lots", cwd=tmp_path), "not a size")
+    assert_one_line_error(suitefit("run", "--grace", "-1", cwd=tmp_path), "--grace")
+    ok = suitefit("run", "--", "-q", cwd=tmp_path, env={"WHERE_LOG": str(tmp_path / "w")})
+    assert ok.returncode == 0, ok.stderr
+    # now the history knows a worker's baseline: a budget below it cannot be met
+    assert_one_line_error(suitefit("run", "--memory-budget", "5MB", cwd=tmp_path), "below one worker")
+    with History(tmp_path / ".suitefit" / "history.sqlite") as h:
+        assert len(h.runs()) == 1  # the refused runs recorded nothing and lost nothing
+
+
+def test_no_tests_is_an_error_not_a_pass(tmp_path: Path) -> None:
+    project(tmp_path)
+    res = suitefit("run", "--", "-k", "nothing_matches", cwd=tmp_path, env={"WHERE_LOG": str(tmp_path / "w")})
+    assert_one_line_error(res, "no tests")
+    assert res.returncode == 5
+
+
+def test_a_dead_worker_is_named_by_the_cli(tmp_path: Path) -> None:
+    project(tmp_path)
+    (tmp_path / "tests" / "test_die.py").write_text(
+        "import os, signal, time\ndef test_dies():\n    time.sleep(0.3)\n    os.kill(os.getpid(), signal.SIGKILL)\n")
+    res = suitefit("run", "--workers", "2", "--", "-q", cwd=tmp_path, env={"WHERE_LOG": str(tmp_path / "w")})
+    line = assert_one_line_error(res, "worker gw", "died (signal 9 SIGKILL)", "tests/test_die.py::test_dies")
+    assert "last measured memory" in line
