@@ -46,12 +46,24 @@ def test_long_pool_group_split_into_fewest_parts() -> None:
 
 def test_workers_stop_where_they_stop_paying() -> None:
     # one 10 s file sets the wall from 2 workers on: a third worker saves nothing
+    # (with workers, xdist's controller starts first: one more startup in series)
     files = [FileCost("tests/test_long.py", 10.0, 20.0), *_files(6, wall=0.5)]
-    plan = make_plan(_costs(files, startup=3.0), Budget(8000, 8))
+    plan = make_plan(_costs(files, startup=1.0), Budget(8000, 8))
     assert plan.workers == 2
-    assert plan.predicted_wall_s == pytest.approx(13.0)
+    assert plan.predicted_wall_s == pytest.approx(12.0)
     line = next(r for r in plan.reasons if r.startswith("workers: 2"))
-    assert "3 would give 13.0 s" in line and "1 would take 16.0 s" in line
+    assert "3 would give 12.0 s" in line and "1 would take 14.0 s" in line
+
+
+def test_one_worker_when_the_controller_start_eats_the_gain() -> None:
+    # bench_run's pool-heavy shape on 2 CPUs: a 2.9 s conftest import per process. Two workers
+    # would save 2.5 s of work but pay the controller's own 2.9 s start first: stay serial.
+    files = _files(10, wall=0.5)
+    plan = make_plan(_costs(files, startup=2.9), Budget(8000, 2))
+    assert plan.workers == 1
+    assert plan.predicted_wall_s == pytest.approx(2.9 + 5.0)
+    assert any("controller" in r for r in make_plan(_costs(_files(10, wall=3.0), startup=2.9),
+                                                    Budget(8000, 2)).reasons)
 
 
 def test_hogs_are_serialised_inside_the_budget() -> None:
@@ -149,3 +161,20 @@ def test_pool_group_kept_whole_when_a_split_would_break_the_budget() -> None:
     assert not plan.warnings and plan.predicted_peak_mb <= 1824
     (unit,) = [u for u in plan.units if u.name.startswith("fixture:")]
     assert len(unit.files) == 4 and "would not fit the memory budget" in unit.reason
+
+
+def test_predicted_peak_counts_the_xdist_controller() -> None:
+    # Measured by bench_run: with -n 2 the tree holds three conftest-importing processes.
+    plan = make_plan(_costs(_files(8, wall=2.0, peak=0.0), baseline=100.0), Budget(8000, 2))
+    assert plan.workers == 2
+    assert plan.predicted_peak_mb == pytest.approx(3 * 100.0)
+    assert any("controller" in r for r in plan.reasons)
+    serial = make_plan(_costs(_files(8, wall=2.0, peak=0.0), baseline=100.0), Budget(8000, 2, workers=1))
+    assert serial.predicted_peak_mb == pytest.approx(100.0)
+
+
+def test_budget_of_exactly_n_baselines_allows_n_workers() -> None:
+    # found by the property tests: 3 * (130 / 3) floor-divided by 130 / 3 gave 2
+    base = 130.0 / 3
+    plan = make_plan(_costs(_files(6), baseline=base), Budget(3 * base, 3, workers=3))
+    assert plan.workers == 3

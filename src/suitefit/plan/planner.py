@@ -104,8 +104,14 @@ def _plan_one(costs: CostModel, budget: Budget, rules: GroupingRules,
         ordered = tuple(order_units(units, declared_names))
         tmp = Plan(workers=w, units=ordered, budget=budget, predicted_wall_s=0.0,
                    predicted_peak_mb=0.0, reasons=(), fixtures=plan_fixtures)
+        # With workers, xdist's controller is one more process: it imports the conftest before
+        # it starts any worker and holds that memory throughout, so it is counted at one more
+        # worker's startup (in series) and baseline.
+        controller_mb = worker.baseline_mb if w >= 2 else 0.0
+        controller_s = worker.startup_s if w >= 2 else 0.0
         sim = simulate(tmp, startup_s=worker.startup_s, baseline_mb=worker.baseline_mb,
-                       budget_mb=budget.memory_mb, cpus=budget.cpus)
+                       budget_mb=budget.memory_mb - controller_mb, cpus=budget.cpus)
+        sim = replace(sim, peak_mb=sim.peak_mb + controller_mb, wall_s=sim.wall_s + controller_s)
         cand = Candidate(w, ordered, sim, tuple(greasons))
         if split and not sim.fits and groups.fixture_groups:
             # Splitting a group for time puts its fixtures on several workers at once: if
@@ -127,7 +133,8 @@ def _plan_one(costs: CostModel, budget: Budget, rules: GroupingRules,
     reasons.append(f"budget: {fmt_mb(budget.memory_mb)} ({budget.memory_source or 'given'}), "
                    f"{budget.cpus} CPUs ({budget.cpus_source or 'given'})")
     reasons.append(f"each worker: {fmt_s(worker.startup_s)} startup, {fmt_mb(worker.baseline_mb)} "
-                   f"baseline")
+                   f"baseline" + ("; xdist's controller process counted as one more startup "
+                                  "(before the workers start) and baseline" if chosen.workers >= 2 else ""))
     reasons += wreasons
     for u in chosen.units:
         if u.name.startswith(("fixture:", "group:")):

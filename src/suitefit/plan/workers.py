@@ -35,7 +35,8 @@ def max_workers(budget: Budget, worker: WorkerCost, n_units: int) -> tuple[int, 
             f"memory budget {fmt_mb(budget.memory_mb)} is below one worker's baseline "
             f"{fmt_mb(worker.baseline_mb)}: nothing can run; raise --memory-budget"
         )
-    by_mem = int(budget.memory_mb // worker.baseline_mb) if worker.baseline_mb > 0 else 10**6
+    # (a tolerance: a budget of exactly n baselines must allow n workers despite float rounding)
+    by_mem = int(budget.memory_mb / worker.baseline_mb + 1e-9) if worker.baseline_mb > 0 else 10**6
     if budget.workers is not None:
         if budget.workers > by_mem:
             raise SuitefitError(
