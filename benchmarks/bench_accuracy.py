@@ -63,8 +63,8 @@ def copy_suite(src: Path, dst: Path) -> Path:
     return dst
 
 
-def run_once(python: str, suite: Path, hist: Path, workers: str,
-             deselect: list[str]) -> tuple[tree_sampler.Result, dict[str, Any]]:
+def run_once(python: str, suite: Path, hist: Path, workers: str, deselect: list[str],
+             interval: float) -> tuple[tree_sampler.Result, dict[str, Any]]:
     """One measured pytest run under the reference sampler; returns it and suitefit's summary."""
     from suitefit.history import History
     from suitefit.summary import run_summary
@@ -78,7 +78,8 @@ def run_once(python: str, suite: Path, hist: Path, workers: str,
     env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
     log = hist.with_suffix(".log")
     with log.open("w") as out:
-        res = tree_sampler.measure(cmd, cwd=suite, env=env, stdout=out, stderr=subprocess.STDOUT, timeout=900)
+        res = tree_sampler.measure(cmd, cwd=suite, env=env, stdout=out, stderr=subprocess.STDOUT, timeout=900,
+                                   interval=interval)
     if res.exit_code != 0:
         tail = "\n".join(log.read_text().splitlines()[-15:])
         raise SystemExit(f"{tail}\nbench_accuracy.py: pytest exited {res.exit_code}: {' '.join(cmd)}")
@@ -137,12 +138,16 @@ def main(argv: list[str] | None = None) -> int:
                     help="a generated suite with manifest.json (default: examples/heavy-suite)")
     ap.add_argument("--runs", type=int, default=3, help="runs per mode (median taken; default 3)")
     ap.add_argument("--modes", default="0,2", help="xdist worker counts, 0 = serial (default 0,2)")
+    ap.add_argument("--interval", type=float, default=tree_sampler.DEFAULT_INTERVAL,
+                    help="the reference sampler's interval in seconds (default 0.05)")
     ap.add_argument("--python", default=sys.executable, help="interpreter with suitefit installed")
     ap.add_argument("--json", type=Path, default=None, help="also write the figures here")
     a = ap.parse_args(argv)
     manifest_path = a.suite / "manifest.json"
     if not manifest_path.is_file():
         ap.exit(2, f"bench_accuracy.py: error: no manifest.json in {a.suite}\n")
+    if a.interval <= 0:
+        ap.exit(2, "bench_accuracy.py: error: --interval must be > 0\n")
     if a.runs < 1:
         ap.exit(2, "bench_accuracy.py: error: --runs must be >= 1\n")
     modes = [m.strip() for m in a.modes.split(",") if m.strip()]
@@ -155,13 +160,13 @@ def main(argv: list[str] | None = None) -> int:
         suite = copy_suite(a.suite, Path(tmp) / "suite")
         for i in range(a.runs):
             for m in modes:  # interleaved, so a noisy minute hits every mode
-                res, s = run_once(a.python, suite, Path(tmp) / f"h-{m}-{i}.sqlite", m, consumers)
+                res, s = run_once(a.python, suite, Path(tmp) / f"h-{m}-{i}.sqlite", m, consumers, a.interval)
                 runs[m].append((res, s))
                 print(f"run {i + 1}/{a.runs} -n {m}: sampler peak {res.peak_rss_mb:.0f} MiB, "
                       f"suitefit {s['peak_rss_mb']:.0f} MiB, wall {res.wall_s:.1f} s", file=sys.stderr)
     checks = evaluate(manifest, {("serial" if m == "0" else f"-n {m}"): rs for m, rs in runs.items()})
     print(f"suite {a.suite} ({manifest.get('name', '?')}), {a.runs} runs per mode, sampler every "
-          f"{tree_sampler.DEFAULT_INTERVAL} s")
+          f"{a.interval} s")
     print(table(checks))
     if a.json:
         a.json.write_text(json.dumps([{"mode": c.mode, "check": c.what, "target": c.target, "values": c.values,

@@ -178,7 +178,7 @@ def measure(
                 break
             if timeout is not None and time.perf_counter() - t0 > timeout:
                 timed_out = True
-                _kill(poller.last_pids)
+                _kill(tree_pids(proc.pid))
                 _, status, rusage = os.wait4(proc.pid, 0)
                 break
             next_t = _sleep_until(next_t + interval)

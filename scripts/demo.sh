@@ -16,7 +16,12 @@ step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 step "suitefit profile (serial): per-file time and peak memory, worker start-up, fixtures"
 suitefit profile --history "$HIST" -- -q -p no:randomly
 step "suitefit profile -n 2: the same suite under plain xdist (--dist load)"
-suitefit profile --history "$HIST" -n 2 -- -q -p no:randomly
+# Plain xdist may split the order-dependent pair (tests/test_tokens.py needs
+# tests/test_settings.py to run first in its process): a failure here is the point.
+suitefit profile --history "$HIST" -n 2 -- -q -p no:randomly \
+  || echo "(plain xdist failed: see above; the declared group in pyproject.toml is what suitefit run keeps together)"
+step "suitefit doctor -- -n 2: the traps in a plain parallel set-up"
+suitefit doctor --history "$HIST" -- -n 2 || true
 step "suitefit plan: workers, groups, order, predictions and why"
 suitefit plan --history "$HIST"
 step "suitefit run: the suite under that plan"

@@ -101,7 +101,7 @@ def test_bad_input_is_one_line(tmp_path: Path) -> None:
 
 
 def test_plan_from_a_real_profiled_run(tmp_path: Path) -> None:
-    """A real pytest run recorded by the plugin feeds the planner (no synthetic rows)."""
+    """A real pytest -n 2 run recorded by the plugin feeds the planner (no synthetic rows)."""
     _project(tmp_path)
     (tmp_path / "tests" / "conftest.py").write_text(
         "import subprocess, sys, pytest\n"
@@ -114,7 +114,7 @@ def test_plan_from_a_real_profiled_run(tmp_path: Path) -> None:
     for i in range(4):
         uses = "pool" if i < 2 else ""
         (tmp_path / "tests" / f"test_{i}.py").write_text(f"def test_x({uses}):\n    pass\n")
-    prof = suitefit("profile", "--", "-q", cwd=tmp_path)
+    prof = suitefit("profile", "--", "-q", "-n", "2", cwd=tmp_path)  # real xdist rows
     assert prof.returncode == 0, prof.stderr + prof.stdout
     res = suitefit("plan", "--json", "--memory-budget", "8GiB", cwd=tmp_path)
     assert res.returncode == 0, res.stderr

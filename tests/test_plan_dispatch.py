@@ -135,3 +135,21 @@ def test_protocol_errors_are_loud() -> None:
     d.next_unit("gw0", 0)
     with pytest.raises(ValueError):
         d.next_unit("gw0", 0)
+
+
+def test_session_fixture_waits_for_a_hog_it_would_shut_out() -> None:
+    # the example suite at a 700 MiB budget: pool (97 MiB, resident until the worker ends)
+    # first in order, then a 500 MiB hog; both pools-then-hog would need 751 MiB forever
+    pool = FixtureCost("cpu_pool", "session", 3.7, procs=2, mb=97.0)
+    units = [Unit("fixture:cpu_pool", ("t/test_pool.py",), 6.9, 97.0, ("cpu_pool",)),
+             Unit("hog", ("t/test_hog.py",), 3.3, 500.0),
+             Unit("small", ("t/test_small.py",), 1.0, 10.0)]
+    d = Dispatcher(_plan(units, (pool,)), ["gw0", "gw1"], 700.0, 77.0)
+    assert d.next_unit("gw0", 0).name == "hog"  # type: ignore[union-attr]
+    assert d.next_unit("gw1", 0).name == "small"  # the pool would not fit beside the hog
+    d.unit_done("gw1", "small")
+    assert d.next_unit("gw1", 0) is None
+    d.unit_done("gw0", "hog")
+    assert d.next_unit("gw0", 0).name == "fixture:cpu_pool"  # type: ignore[union-attr]
+    d.unit_done("gw0", "fixture:cpu_pool")
+    assert d.finished and not d.warnings

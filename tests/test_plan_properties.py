@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from suitefit.model import Budget, CostModel, FileCost, FixtureCost, WorkerCost
 from suitefit.plan import hash_shard, make_plan, plan_shards, shard_split
+from suitefit.plan.grouping import find_groups
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -91,11 +92,13 @@ def test_budget_respected_when_every_unit_fits(data: st.DataObject) -> None:
     costs = data.draw(cost_models())
     budget = data.draw(budgets(costs))
     plan = make_plan(costs, budget)
-    # what a unit can cost at most: its own peak plus every fixture it could hold resident
+    # the most the tree can hold: every worker's baseline, every persistent fixture resident
+    # on every worker (a fixture group split in parts lives on each worker that runs a part),
+    # plus the largest unit's own peak
     all_fx = sum(f.mb for f in costs.fixtures if f.scope in ("session", "package"))
-    n = budget.workers or 1
-    n += 1 if n >= 2 else 0  # xdist's controller process, at a worker's baseline
-    worst = n * costs.worker.baseline_mb + all_fx + max(u.peak_mb for u in plan.units)
+    n = plan.workers
+    ctrl = 1 if n >= 2 else 0  # xdist's controller process, counted at a worker's baseline
+    worst = (n + ctrl) * costs.worker.baseline_mb + n * all_fx + max(u.peak_mb for u in plan.units)
     if worst <= budget.memory_mb:
         assert not plan.warnings
         assert plan.predicted_peak_mb <= budget.memory_mb + 1e-6
@@ -127,6 +130,9 @@ def test_shards_place_every_file_once_and_keep_groups_whole(data: st.DataObject)
     for name, files in costs.declared_groups.items():
         homes = {split.shard_of(f) for f in files}
         assert len(homes) == 1, name
+    fcs = {f.path: f for f in costs.files}
+    for g in find_groups(costs, fcs).fixture_groups:  # a pool is never started on two machines
+        assert len({split.shard_of(f) for f in g.files}) == 1, g.name
     for p in plans:
         assert p.shard is not None and p.shard[1] == n
         for u in p.units:

@@ -190,3 +190,28 @@ def test_a_killed_worker_under_plain_xdist_is_recorded(pytester: pytest.Pytester
     assert tests["test_kill.py::test_dies"].outcome == "failed"
     assert run_rec.failed == 1 and run_rec.status == "failed"
     assert len(died) == 1 and died[0].worker == crash.worker
+
+
+@pytest.mark.slow
+def test_measurement_on_the_oldest_supported_pytest(pytester: pytest.Pytester) -> None:
+    import subprocess
+
+    from venvs import OLDEST, make_venv
+
+    python = make_venv(OLDEST, with_suitefit=True)
+    make_suite(pytester)
+    hist = pytester.path / "old.sqlite"
+    for workers in ("0", "2"):
+        res = subprocess.run([str(python), "-m", "pytest", "-p", "no:cacheprovider", "--suitefit",
+                              f"--suitefit-history={hist}", "-n", workers],
+                             cwd=pytester.path, capture_output=True, text=True, timeout=300)
+        assert res.returncode == 0, res.stdout + res.stderr
+        with History(hist) as h:
+            run_rec = h.runs(limit=1)[0]
+            s = run_summary(h, run_rec.id)
+        assert run_rec.pytest_version == "8.0.2"
+        files = {f["path"]: f for f in s["files"]}
+        assert 150 * 0.85 <= files["test_hog.py"]["peak_mb"] <= 150 * 1.15
+        pool = next(f for f in s["fixtures"] if f["name"] == "pool")
+        assert pool["procs"] == 3 and pool["files"] == ["test_direct.py", "test_indirect.py"]
+        assert s["tests"]["passed"] == 8

@@ -131,7 +131,7 @@ def test_sampler_calls_back_every_interval_and_stops(tree: Tree) -> None:
     def broken(s: Sample) -> None:
         raise RuntimeError("a consumer bug must not stop sampling")
 
-    sampler = TreeSampler(tree.child, interval=0.05, pss_every=4)
+    sampler = TreeSampler(tree.child, interval=0.05, pss_every=4, pss_budget=1.0)
     sampler.subscribe(broken)
     sampler.subscribe(got.append)
     sampler.subscribe(others.append)
@@ -174,3 +174,47 @@ def test_sample_now_does_not_need_the_thread(tree: Tree) -> None:
     s = sampler.sample_now()
     assert sampler.last is s and s.procs == 2 and sampler.count == 0
     sampler.stop()  # never started: stop is harmless
+
+
+def test_pss_rate_follows_its_cost_budget() -> None:
+    sampler = TreeSampler(1, pss_every=2, pss_budget=0.01)
+    due = []
+    t = 100.0
+    for _ in range(8):
+        d = sampler._pss_due(t)
+        due.append(d)
+        sampler._sampled(d, t, 0.02 if d else 0.001)  # a 20 ms PSS read: none for the next 2 s
+        t += 0.5
+    assert due == [True, False, False, False, True, False, False, False]
+    free = TreeSampler(1, pss_every=2, pss_budget=0)
+    due = []
+    for _ in range(5):
+        d = free._pss_due(t)
+        due.append(d)
+        free._sampled(d, t, 0.02 if d else 0.001)
+    assert due == [True, False, True, False, True]  # no budget: every pss_every-th sample
+
+
+def test_expensive_pss_reads_are_spaced_out() -> None:
+    """A big process makes smaps_rollup slow; under a 1% budget most samples skip PSS."""
+    p = subprocess.Popen([sys.executable, "-c", HOLD.format(mb=300) + "; print('ok', flush=True); import time; time.sleep(30)"],
+                         stdout=subprocess.PIPE)
+    try:
+        assert p.stdout is not None
+        p.stdout.readline()
+        counts = {}
+        for budget in (0.0, 0.01):
+            got: list[Sample] = []
+            sampler = TreeSampler(p.pid, interval=0.02, pss_every=1, pss_budget=budget)
+            sampler.subscribe(got.append)
+            sampler.start()
+            time.sleep(0.6)
+            sampler.stop()
+            counts[budget] = (sum(s.pss_mb is not None for s in got), len(got))
+    finally:
+        p.kill()
+        p.wait()
+    with_pss, n = counts[0.0]
+    assert with_pss == n >= 5  # unbudgeted: every sample
+    with_pss, n = counts[0.01]
+    assert with_pss >= 1 and with_pss < n / 2

@@ -225,3 +225,54 @@ def load_cost_model(cfg: Config, history_path: Path | None = None,
     with History(path, create=False) as h:
         return build_cost_model(h, files=files, groups=cfg.groups, default_s=default_s,
                                 default_mb=default_mb), True
+
+
+SKIP_DIRS = {".git", ".venv", "venv", ".tox", ".nox", "node_modules", "__pycache__", ".suitefit",
+             "site-packages", "build", "dist", ".venvs"}
+
+
+def discover_test_files(cfg: Config) -> list[str]:
+    """Test files by pytest's default names under ``testpaths`` (no history: nothing collected yet)."""
+    roots = [cfg.root]
+    if cfg.pyproject is not None:
+        try:
+            import tomllib
+        except ModuleNotFoundError:  # pragma: no cover - Python 3.10
+            import tomli as tomllib
+        try:
+            data = tomllib.loads(cfg.pyproject.read_text(encoding="utf-8"))
+            tp = data.get("tool", {}).get("pytest", {}).get("ini_options", {}).get("testpaths")
+            if isinstance(tp, list) and tp:
+                roots = [cfg.root / str(p) for p in tp]
+        except (OSError, ValueError):
+            pass
+    out: set[str] = set()
+    for root in roots:
+        if root.is_file():
+            out.add(root.relative_to(cfg.root).as_posix())
+            continue
+        stack = [root]
+        while stack:
+            d = stack.pop()
+            try:
+                entries = list(d.iterdir())
+            except OSError:
+                continue
+            for e in entries:
+                if e.is_dir():
+                    if e.name not in SKIP_DIRS and not e.name.startswith("."):
+                        stack.append(e)
+                elif e.suffix == ".py" and (e.name.startswith("test_") or e.name.endswith("_test.py")):
+                    out.add(e.relative_to(cfg.root).as_posix())
+    return sorted(out)
+
+
+def load_costs_or_discover(cfg: Config, history_path: Path | None = None
+                           ) -> tuple[CostModel, bool, list[str]]:
+    """The cost model; with no measured run, the test files found by name at a default cost."""
+    costs, found = load_cost_model(cfg, history_path)
+    discovered: list[str] = []
+    if not costs.runs_used:
+        discovered = discover_test_files(cfg)
+        costs, found = load_cost_model(cfg, history_path, files=discovered)
+    return costs, found, discovered

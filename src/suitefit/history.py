@@ -11,7 +11,7 @@ import json
 import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -461,7 +461,3 @@ class History:
             return list(self._db.execute(sql, tuple(args)).fetchall())
         except sqlite3.Error as e:
             raise self._explain(e) from None
-
-
-def record_dict(rec: Any) -> dict[str, Any]:
-    return asdict(rec)

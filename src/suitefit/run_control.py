@@ -172,12 +172,9 @@ class RunControl:
 
     def _stop_others(self, dead: Any) -> None:
         """No restart, no hang: drop what was not started and let the others finish their test."""
-        sched = self.sched
-        sched.pending_units.clear()
-        for node, pending in sched.node2pending.items():
-            if node is dead or len(pending) <= 2:
-                continue
-            node.send_steal(pending[2:])  # the worker answers with `unscheduled`
+        for node in list(self.sched.node2pending):
+            if node is not dead:
+                self.sched.withdraw(node)
 
     # -- the end ---------------------------------------------------------------------------
 

@@ -62,6 +62,7 @@ class SuitefitScheduling:
         self._shutdown: set[Any] = set()
         self._waiting: dict[Any, str] = {}
         self._scheduled = False
+        self.stopping = False  # a worker died and restarts are off: withdraw queued work
 
     # -- the Scheduling protocol ---------------------------------------------------------
 
@@ -137,6 +138,18 @@ class SuitefitScheduling:
                 pending.remove(i)
         for a in self.node2units.get(node, ()):
             a.left -= set(indices)
+        if self.stopping and not indices:
+            # The worker had moved on before the steal arrived (it gives back all or
+            # nothing): ask again for what is still queued behind its current test.
+            self.withdraw(node)
+
+    def withdraw(self, node: Any) -> None:
+        """Take back the tests queued on ``node`` behind the one it runs and the next."""
+        self.stopping = True
+        self.pending_units.clear()
+        pending = self.node2pending.get(node, [])
+        if len(pending) > 2:
+            node.send_steal(pending[2:])  # the worker answers with `unscheduled`
 
     def remove_node(self, node: Any) -> str | None:
         pending = self.node2pending.pop(node)

@@ -40,4 +40,4 @@ def command(history_path: Path | None, limit: int, as_json: bool) -> None:
         when = dt.datetime.fromtimestamp(r.started).strftime("%m-%d %H:%M:%S")
         t.add_row(str(r.id), when, r.kind, r.status, str(r.collected if r.collected is not None else "-"),
                   str(r.workers), fmt_s(r.wall_s), fmt_mb(r.peak_rss_mb))
-    Console().print(t)
+    Console(emoji=False, highlight=False).print(t)

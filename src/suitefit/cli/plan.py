@@ -10,51 +10,13 @@ from typing import Any
 import click
 
 from suitefit.budget import detect_budget
-from suitefit.config import Config, load_config
-from suitefit.costs import load_cost_model
+from suitefit.config import load_config
+from suitefit.costs import load_costs_or_discover
 from suitefit.model import Plan
 from suitefit.plan import make_plan, plan_shards
 from suitefit.units import fmt_mb, fmt_s
 
-SKIP_DIRS = {".git", ".venv", "venv", ".tox", ".nox", "node_modules", "__pycache__", ".suitefit",
-             "site-packages", "build", "dist", ".venvs"}
 SHOWN_UNITS = 25
-
-
-def discover_test_files(cfg: Config) -> list[str]:
-    """Test files by pytest's default names under ``testpaths`` (no history: nothing collected yet)."""
-    roots = [cfg.root]
-    if cfg.pyproject is not None:
-        try:
-            import tomllib
-        except ModuleNotFoundError:  # pragma: no cover - Python 3.10
-            import tomli as tomllib
-        try:
-            data = tomllib.loads(cfg.pyproject.read_text(encoding="utf-8"))
-            tp = data.get("tool", {}).get("pytest", {}).get("ini_options", {}).get("testpaths")
-            if isinstance(tp, list) and tp:
-                roots = [cfg.root / str(p) for p in tp]
-        except (OSError, ValueError):
-            pass
-    out: set[str] = set()
-    for root in roots:
-        if root.is_file():
-            out.add(root.relative_to(cfg.root).as_posix())
-            continue
-        stack = [root]
-        while stack:
-            d = stack.pop()
-            try:
-                entries = list(d.iterdir())
-            except OSError:
-                continue
-            for e in entries:
-                if e.is_dir():
-                    if e.name not in SKIP_DIRS and not e.name.startswith("."):
-                        stack.append(e)
-                elif e.suffix == ".py" and (e.name.startswith("test_") or e.name.endswith("_test.py")):
-                    out.add(e.relative_to(cfg.root).as_posix())
-    return sorted(out)
 
 
 def _print_plan(console: Any, plan: Plan, show_all: bool) -> None:
@@ -98,11 +60,7 @@ def command(as_json: bool, memory_budget: str | None, workers: int | None, shard
     cfg = load_config()
     path = history_path or cfg.history_path
     budget = detect_budget(memory_budget, workers, cfg)
-    costs, found = load_cost_model(cfg, path)
-    discovered: list[str] = []
-    if not costs.runs_used:
-        discovered = discover_test_files(cfg)
-        costs, found = load_cost_model(cfg, path, files=discovered)
+    costs, found, discovered = load_costs_or_discover(cfg, path)
     head = (f"history: {path} ({costs.runs_used} run(s) used)" if costs.runs_used else
             f"no history at {path}" if not found else f"history {path} holds no finished run")
     if not costs.runs_used:
@@ -151,4 +109,5 @@ def command(as_json: bool, memory_budget: str | None, workers: int | None, shard
 def _console() -> Any:
     from rich.console import Console
 
-    return Console(width=None if sys.stdout.isatty() else 120, highlight=False, soft_wrap=True)
+    return Console(width=None if sys.stdout.isatty() else 120, highlight=False, soft_wrap=True,
+                   emoji=False)

@@ -57,7 +57,7 @@ def command(history_path: Path | None, memory_budget: str | None, workers: int |
     Arguments after `--` go to pytest. Every run is recorded, so each run improves the next plan.
     """
     from suitefit.budget import detect_budget
-    from suitefit.costs import load_cost_model
+    from suitefit.costs import load_costs_or_discover
     from suitefit.history import History
     from suitefit.plan.planner import make_plan
     from suitefit.run_control import pin_threads
@@ -78,14 +78,8 @@ def command(history_path: Path | None, memory_budget: str | None, workers: int |
             shard, shard_source = found
     cfg = load_config()
     path = history_path or cfg.history_path
-    costs, existed = load_cost_model(cfg, path)
+    costs, existed, _ = load_costs_or_discover(cfg, path)
     budget = own_share(detect_budget(memory_budget, workers, cfg))
-    if costs.runs_used == 0 and budget.workers is None:
-        # Nothing measured: one worker per CPU; live admission still guards the memory.
-        from dataclasses import replace
-
-        budget = replace(budget, workers=budget.cpus,
-                         cpus_source=budget.cpus_source + "; no history: one worker per CPU")
     spec = None
     if shard is not None:
         from suitefit.plan.planner import shard_split

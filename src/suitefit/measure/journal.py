@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
 from suitefit import timing
 from suitefit.measure.sampler import Sample
@@ -87,13 +87,6 @@ class Journal:
             os.replace(tmp, self.path)
         except OSError:
             pass  # the log line is the record that matters; never fail the run for this
-
-
-def read_journal(path: Path) -> dict[str, Any] | None:
-    try:
-        return dict(json.loads(path.read_text()))
-    except (OSError, ValueError):
-        return None
 
 
 def describe_inflight(items: list[InFlight], now: float | None = None) -> str:

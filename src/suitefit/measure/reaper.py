@@ -16,7 +16,6 @@ from dataclasses import dataclass
 
 import psutil
 
-from suitefit import timing
 from suitefit.measure import proctree
 
 PR_SET_CHILD_SUBREAPER = 36
@@ -93,10 +92,6 @@ def attribute_by_time(created: float, windows: Iterable[tuple[str, float, float]
         if start - 0.05 <= created <= end + 0.05 and start > best[1]:
             best = (nodeid, start)
     return best[0]
-
-
-def now() -> float:
-    return timing.wall()
 
 
 def pid_alive(pid: int) -> bool:

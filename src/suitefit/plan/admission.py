@@ -1,7 +1,11 @@
 """Memory admission at run time: which unit a worker that is about to go idle takes next.
 
 Pure policy, applied by the xdist scheduler (``xdist_sched``): the executor
-measures, this decides. A unit is admitted when the tree's live memory, plus
+measures, this decides. It is the dispatcher's rule (``dispatch.py``, which the
+plan's simulation runs) made conservative for xdist's pipeline: a worker is given
+its next unit while its current one is still finishing, so other workers' units
+count at their full predicted peak until their memory shows in the live
+measurement, and fixtures are never assumed resident. A unit is admitted when the tree's live memory, plus
 what other workers have been promised but not yet shown, plus the unit's own
 predicted peak, fits the budget. When nothing else is running, the first unit
 runs regardless (alone), so a run always progresses.

@@ -185,7 +185,8 @@ def best_parts(work: float, longest: float, setup: float, n_files: int, workers:
 
 def build_units(groups: Groups, file_costs: Mapping[str, FileCost],
                 fixtures: Mapping[str, FixtureCost], *, workers: int,
-                lane_s: float, split: bool = True) -> tuple[list[Unit], list[str]]:
+                lane_s: float, singles: list[Unit] | None = None,
+                split: bool = True) -> tuple[list[Unit], list[str]]:
     """Units for ``workers`` workers whose ideal lane is ``lane_s``; returns units and reasons.
 
     A fixture group longer than the lane is split into the fewest parts (each paying
@@ -235,9 +236,15 @@ def build_units(groups: Groups, file_costs: Mapping[str, FileCost],
                     f"whole it would take {fmt_s(setup + work)} > ideal lane {fmt_s(lane_s)}, "
                     f"so {len(parts)} workers each set it up once",
                 ))
-    for f in groups.singles:
-        units.append(make_unit(f, (f,), file_costs, fixtures, "single file"))
+    if singles is None:  # the same for every worker count: callers may pass them built once
+        singles = single_units(groups, file_costs, fixtures)
+    units.extend(singles)
     return units, reasons
+
+
+def single_units(groups: Groups, file_costs: Mapping[str, FileCost],
+                 fixtures: Mapping[str, FixtureCost]) -> list[Unit]:
+    return [make_unit(f, (f,), file_costs, fixtures, "single file") for f in groups.singles]
 
 
 def order_units(units: Iterable[Unit], declared_names: Sequence[str]) -> list[Unit]:

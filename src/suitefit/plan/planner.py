@@ -20,6 +20,7 @@ from suitefit.plan.grouping import (
     build_units,
     find_groups,
     order_units,
+    single_units,
 )
 from suitefit.plan.shards import ShardSplit, check_shard, costs_for_shard, split_shards
 from suitefit.plan.simulate import Simulation, simulate
@@ -99,8 +100,11 @@ def _plan_one(costs: CostModel, budget: Budget, rules: GroupingRules,
     declared_names = [f"group:{n}" for n, _ in groups.declared]
     worker = costs.worker
 
-    def evaluate(w: int, split: bool = True) -> Candidate:
-        units, greasons = build_units(groups, fcs, fixtures, workers=w, lane_s=total / w, split=split)
+    singles = single_units(groups, fcs, fixtures)
+
+    def evaluate(w: int, best_wall_s: float | None = None, split: bool = True) -> Candidate:
+        units, greasons = build_units(groups, fcs, fixtures, workers=w, lane_s=total / w,
+                                      singles=singles, split=split)
         ordered = tuple(order_units(units, declared_names))
         tmp = Plan(workers=w, units=ordered, budget=budget, predicted_wall_s=0.0,
                    predicted_peak_mb=0.0, reasons=(), fixtures=plan_fixtures)
@@ -110,20 +114,30 @@ def _plan_one(costs: CostModel, budget: Budget, rules: GroupingRules,
         controller_mb = worker.baseline_mb if w >= 2 else 0.0
         controller_s = worker.startup_s if w >= 2 else 0.0
         sim = simulate(tmp, startup_s=worker.startup_s, baseline_mb=worker.baseline_mb,
-                       budget_mb=budget.memory_mb - controller_mb, cpus=budget.cpus)
+                       budget_mb=budget.memory_mb - controller_mb, cpus=budget.cpus,
+                       stop_on_warning=best_wall_s is not None,
+                       give_up_after_s=None if best_wall_s is None else 1.5 * best_wall_s)
         sim = replace(sim, peak_mb=sim.peak_mb + controller_mb, wall_s=sim.wall_s + controller_s)
         cand = Candidate(w, ordered, sim, tuple(greasons))
         if split and not sim.fits and groups.fixture_groups:
             # Splitting a group for time puts its fixtures on several workers at once: if
             # that breaks the budget, keeping every group whole may not.
-            whole = evaluate(w, split=False)
+            whole = evaluate(w, best_wall_s, split=False)
             if whole.sim.fits:
                 return whole
         return cand
 
     n_units_max = len(groups.declared) + len(groups.singles) + sum(
         len(g.files) for g in groups.fixture_groups)
-    chosen, wreasons, _ = choose_workers(evaluate, budget, worker, n_units_max)
+    file_work = sum(fc.wall_s for fc in fcs.values())
+    longest = max((fc.wall_s for fc in fcs.values()), default=0.0)
+
+    def lower_bound(w: int) -> float:
+        # no schedule beats the startup plus the larger of an even share and the longest file
+        slow = max(1.0, w / budget.cpus)
+        return (worker.startup_s + max(file_work / w, longest)) * slow
+
+    chosen, wreasons, _ = choose_workers(evaluate, budget, worker, n_units_max, lower_bound)
     sim = chosen.sim
     reasons = list(pre_reasons)
     reasons += list(costs.notes) + notes
@@ -135,6 +149,10 @@ def _plan_one(costs: CostModel, budget: Budget, rules: GroupingRules,
     reasons.append(f"each worker: {fmt_s(worker.startup_s)} startup, {fmt_mb(worker.baseline_mb)} "
                    f"baseline" + ("; xdist's controller process counted as one more startup "
                                   "(before the workers start) and baseline" if chosen.workers >= 2 else ""))
+    if costs.serial_peak_mb is not None:
+        reasons.append(f"a serial run peaked at {fmt_mb(costs.serial_peak_mb)}: the floor of what "
+                       f"running at all costs" + (" - above this budget" if
+                                                  costs.serial_peak_mb > budget.memory_mb else ""))
     reasons += wreasons
     for u in chosen.units:
         if u.name.startswith(("fixture:", "group:")):

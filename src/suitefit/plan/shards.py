@@ -1,7 +1,7 @@
 """Split a suite into N CI shards: balanced by predicted time, groups whole.
 
-With history, atoms (declared groups, fixture groups, single files) go longest
-first to the shard with the least predicted work (every shard also pays its own
+With history, atoms (declared groups, fixture groups, single files; groups are
+never split across shards) go longest first to the shard with the least predicted work (every shard also pays its own
 worker startup, the same for all, so balancing work balances wall time). Without
 history the split is a stable hash of each atom's name: a file stays in its shard
 when others are added, but shards are balanced only by count, and it says so.
@@ -12,7 +12,6 @@ so every shard agrees on them without talking to the others.
 from __future__ import annotations
 
 import hashlib
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
@@ -23,7 +22,6 @@ from suitefit.plan.grouping import (
     GroupingRules,
     Groups,
     find_groups,
-    lpt_parts,
     make_unit,
 )
 from suitefit.units import fmt_s
@@ -68,24 +66,18 @@ def split_shards(costs: CostModel, shards: int, file_costs: Mapping[str, FileCos
     """Split the files of ``file_costs`` into ``shards`` shards (see module doc)."""
     check_shard(None, shards)
     groups = groups or find_groups(costs, file_costs, rules)
-    walls = {f: fc.wall_s for f, fc in file_costs.items()}
-    total = sum(walls.values()) or 1.0
+    total = sum(fc.wall_s for fc in file_costs.values()) or 1.0
     target = total / shards
     atoms: list[Unit] = []
     for name, files in groups.declared:
         atoms.append(make_unit(f"group:{name}", files, file_costs, fixtures, "declared group"))
-    for g in groups.fixture_groups:
-        setup = sum(fixtures[n].setup_s for n in g.fixtures)
-        work = sum(walls[f] for f in g.files)
-        m = 1
-        if shards > 1 and costs.runs_used and setup + work > target and target > setup:
-            m = min(len(g.files), shards, math.ceil(work / (target - setup)))
-        if m <= 1:
-            atoms.append(make_unit(g.name, g.files, file_costs, fixtures, "fixture group"))
-        else:
-            for i, p in enumerate(lpt_parts(g.files, walls, m), 1):
-                atoms.append(make_unit(f"{g.name}[{i}/{m}]", tuple(p), file_costs, fixtures,
-                                       "part of a fixture group longer than a shard"))
+    big: list[str] = []
+    for g in groups.fixture_groups:  # whole: a shard that splits a pool starts it again
+        atom = make_unit(g.name, g.files, file_costs, fixtures, "fixture group")
+        if shards > 1 and atom.wall_s > target:
+            big.append(f"{g.name} ({fmt_s(atom.wall_s)} of work, more than a shard's share "
+                       f"{fmt_s(target)}) stays whole in one shard and sets that shard's time")
+        atoms.append(atom)
     for f in groups.singles:
         atoms.append(make_unit(f, (f,), file_costs, fixtures, "file"))
     placed: list[tuple[Unit, int]] = []
@@ -106,6 +98,7 @@ def split_shards(costs: CostModel, shards: int, file_costs: Mapping[str, FileCos
         reasons = [f"shards: {shards}, balanced by predicted work (longest first to the least "
                    f"loaded shard, groups whole): {fmt_s(min(work_s))} to {fmt_s(max(work_s))} of "
                    f"work each, mean {fmt_s(mean)}; each shard also pays its own worker startup"]
+    reasons += big
     assignment = {f: k for a, k in placed for f in a.files}
     return ShardSplit(shards, assignment, tuple(work_s), tuple(placed), bool(costs.runs_used),
                       tuple(reasons))

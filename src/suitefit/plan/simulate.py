@@ -29,6 +29,7 @@ class Simulation:
     waited_s: Mapping[str, float]  # unit -> seconds it waited for memory
     warnings: tuple[str, ...] = ()
     decisions: tuple[str, ...] = field(default=(), repr=False)
+    complete: bool = True  # False: stopped early (a warning, or past ``give_up_after_s``)
 
     @property
     def fits(self) -> bool:
@@ -40,8 +41,13 @@ def worker_names(n: int) -> list[str]:
 
 
 def simulate(plan: Plan, *, startup_s: float, baseline_mb: float, budget_mb: float,
-             cpus: int | None = None, log: bool = False) -> Simulation:
-    """Run ``plan`` through a fresh Dispatcher with predicted durations."""
+             cpus: int | None = None, log: bool = False, stop_on_warning: bool = False,
+             give_up_after_s: float | None = None) -> Simulation:
+    """Run ``plan`` through a fresh Dispatcher with predicted durations.
+
+    ``stop_on_warning`` / ``give_up_after_s`` end a simulation early once it cannot
+    win (the worker search uses them); the result then says ``complete=False``.
+    """
     n = max(1, plan.workers)
     names = worker_names(n)
     slow = max(1.0, n / cpus) if cpus else 1.0
@@ -59,9 +65,12 @@ def simulate(plan: Plan, *, startup_s: float, baseline_mb: float, budget_mb: flo
     waited: dict[str, float] = {}
     while True:
         still_idle = []
+        failed: set[frozenset[str]] = set()  # memory only tightens within a round: a no stays no
         for w in idle:
-            u = disp.next_unit(w, 0.0)
+            key = frozenset(held[w])
+            u = None if key in failed else disp.next_unit(w, 0.0)
             if u is None:
+                failed.add(key)
                 still_idle.append(w)
                 continue
             dur = u.wall_s - sum(setup.get(f, 0.0) for f in u.fixtures if f in held[w])
@@ -74,6 +83,10 @@ def simulate(plan: Plan, *, startup_s: float, baseline_mb: float, budget_mb: flo
                 waited[u.name] = t - blocked_since.pop(u.name)
             peak = max(peak, disp.predicted_mb)
         idle = still_idle
+        if (stop_on_warning and disp.warnings) or (give_up_after_s is not None and t > give_up_after_s):
+            return Simulation(n, float("inf") if disp.warnings else t, peak,
+                              {w: tuple(v) for w, v in placement.items()}, spans, waited,
+                              tuple(disp.warnings), tuple(disp.decisions), complete=False)
         b = disp.blocked
         if b is not None and b not in blocked_since:
             blocked_since[b] = t

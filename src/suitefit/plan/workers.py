@@ -16,7 +16,7 @@ from suitefit.plan.simulate import Simulation
 from suitefit.units import fmt_mb, fmt_s
 
 PAYS_FRACTION = 0.02  # an extra worker must save more than 2% of the predicted wall
-EXHAUSTIVE_UP_TO = 12  # above this many candidate counts, search coarse then refine
+EXHAUSTIVE_UP_TO = 32  # above this many candidate counts, search coarse then refine
 
 
 @dataclass(frozen=True)
@@ -35,8 +35,8 @@ def max_workers(budget: Budget, worker: WorkerCost, n_units: int) -> tuple[int, 
             f"memory budget {fmt_mb(budget.memory_mb)} is below one worker's baseline "
             f"{fmt_mb(worker.baseline_mb)}: nothing can run; raise --memory-budget"
         )
-    # (a tolerance: a budget of exactly n baselines must allow n workers despite float rounding)
-    by_mem = int(budget.memory_mb / worker.baseline_mb + 1e-9) if worker.baseline_mb > 0 else 10**6
+    # relative tolerance: a budget of exactly k baselines must admit k workers despite rounding
+    by_mem = int(budget.memory_mb / worker.baseline_mb * (1 + 1e-9)) if worker.baseline_mb > 0 else 10**6
     if budget.workers is not None:
         if budget.workers > by_mem:
             raise SuitefitError(
@@ -66,12 +66,19 @@ def _counts(top: int) -> list[int]:
     return sorted(set(out))
 
 
-def choose_workers(evaluate: Callable[[int], Candidate], budget: Budget, worker: WorkerCost,
-                   n_units: int) -> tuple[Candidate, list[str], list[Candidate]]:
-    """Evaluate worker counts; return the chosen one, the reasons, and all evaluated."""
+def choose_workers(evaluate: Callable[[int, float | None], Candidate], budget: Budget,
+                   worker: WorkerCost, n_units: int,
+                   lower_bound: Callable[[int], float] = lambda w: 0.0,
+                   ) -> tuple[Candidate, list[str], list[Candidate]]:
+    """Evaluate worker counts; return the chosen one, the reasons, and all evaluated.
+
+    ``evaluate(w, best_wall_s)`` simulates ``w`` workers (stopping early when it cannot
+    beat ``best_wall_s``); ``lower_bound(w)`` is a wall no schedule on ``w`` workers can
+    beat, so counts whose bound already loses are never simulated.
+    """
     top, reasons = max_workers(budget, worker, n_units)
     if budget.workers is not None:
-        c = evaluate(budget.workers)
+        c = evaluate(budget.workers, None)
         slow = ""
         if budget.workers > budget.cpus:
             slow = f"; more than the {budget.cpus} CPUs, so workers share them (predicted slower)"
@@ -79,33 +86,43 @@ def choose_workers(evaluate: Callable[[int], Candidate], budget: Budget, worker:
                        f"{slow}; predicted wall {fmt_s(c.sim.wall_s)}, peak {fmt_mb(c.sim.peak_mb)}")
         return c, reasons, [c]
     seen: dict[int, Candidate] = {}
+    skipped: dict[int, float] = {}  # counts never simulated: their lower bound already loses
 
-    def ev(w: int) -> Candidate:
-        if w not in seen:
-            seen[w] = evaluate(w)
-        return seen[w]
+    def _best() -> float | None:
+        walls = [c.sim.wall_s for c in seen.values() if c.sim.fits and c.sim.complete]
+        return min(walls) if walls else None
 
-    for w in _counts(top):
+    def ev(w: int) -> None:
+        # a count whose lower bound loses to the best so far is not simulated; others stop
+        # early once they cannot win (over budget, or far slower)
+        if w in seen:
+            return
+        best = _best()
+        if best is not None and lower_bound(w) > best * (1 + PAYS_FRACTION):
+            skipped[w] = lower_bound(w)
+            return
+        skipped.pop(w, None)
+        seen[w] = evaluate(w, best)
+
+    ev(1)  # the lowest memory floor: the reference every other count must beat
+    for w in sorted(_counts(top), key=lambda w: (lower_bound(w), -w)):
         ev(w)
     if top > EXHAUSTIVE_UP_TO:  # refine between the coarse best's neighbours (bisection)
-        lo, hi = 1, top
         for _ in range(12):
-            best = min(seen.values(), key=lambda c: (not c.sim.fits, c.sim.wall_s, c.workers))
-            below = [w for w in seen if w < best.workers]
-            above = [w for w in seen if w > best.workers]
-            lo = max(below) if below else best.workers
-            hi = min(above) if above else best.workers
-            gaps = [(lo + best.workers) // 2, (best.workers + hi + 1) // 2]
-            todo = [w for w in gaps if w not in seen]
+            best_c = min(seen.values(), key=lambda c: (not (c.sim.fits and c.sim.complete),
+                                                       c.sim.wall_s, c.workers))
+            below = [w for w in (*seen, *skipped) if w < best_c.workers]
+            above = [w for w in (*seen, *skipped) if w > best_c.workers]
+            lo = max(below) if below else best_c.workers
+            hi = min(above) if above else best_c.workers
+            todo = [w for w in ((lo + best_c.workers) // 2, (best_c.workers + hi + 1) // 2)
+                    if w not in seen and w not in skipped]
             if not todo:
                 break
             for w in todo:
                 ev(w)
-        for w in (best.workers - 1, best.workers + 1):  # for the reasons: one fewer, one more
-            if 1 <= w <= top:
-                ev(w)
     cands = sorted(seen.values(), key=lambda c: c.workers)
-    fitting = [c for c in cands if c.sim.fits]
+    fitting = [c for c in cands if c.sim.fits and c.sim.complete]
     if not fitting:
         chosen = min(cands, key=lambda c: (c.sim.peak_mb, c.sim.wall_s))
         reasons.append(
@@ -119,8 +136,14 @@ def choose_workers(evaluate: Callable[[int], Candidate], budget: Budget, worker:
     line = (f"workers: {chosen.workers} of {budget.cpus} CPUs - predicted wall "
             f"{fmt_s(chosen.sim.wall_s)}, peak {fmt_mb(chosen.sim.peak_mb)} of {fmt_mb(budget.memory_mb)}")
     more = next((c for c in cands if c.workers == chosen.workers + 1), None)
+    if more is None and chosen.workers + 1 in skipped:
+        line += (f"; {chosen.workers + 1} would take at least "
+                 f"{fmt_s(skipped[chosen.workers + 1])}")
     if more is not None:
-        if more.sim.fits:
+        if not more.sim.complete:
+            line += (f"; {more.workers} would " + ("put a unit over the budget" if more.sim.warnings
+                     else f"take more than {fmt_s(more.sim.wall_s)}"))
+        elif more.sim.fits:
             gain = (chosen.sim.wall_s - more.sim.wall_s) / chosen.sim.wall_s if chosen.sim.wall_s else 0
             line += (f"; {more.workers} would give {fmt_s(more.sim.wall_s)} ({gain:+.1%} saved, "
                      f"not more than {PAYS_FRACTION:.0%}: another worker costs {fmt_s(worker.startup_s)} "
@@ -131,7 +154,12 @@ def choose_workers(evaluate: Callable[[int], Candidate], budget: Budget, worker:
     elif chosen.workers == top and top == budget.cpus:
         line += "; one per CPU, the most that can run at once"
     fewer = next((c for c in cands if c.workers == chosen.workers - 1), None)
-    if fewer is not None:
+    if fewer is not None and fewer.sim.complete:
         line += f"; {fewer.workers} would take {fmt_s(fewer.sim.wall_s)}"
+    elif fewer is not None:
+        line += f"; {fewer.workers} would take more than {fmt_s(fewer.sim.wall_s)}"
+    elif chosen.workers - 1 in skipped:
+        line += (f"; {chosen.workers - 1} would take at least "
+                 f"{fmt_s(skipped[chosen.workers - 1])}")
     reasons.append(line)
     return chosen, reasons, cands

@@ -10,16 +10,14 @@ from __future__ import annotations
 import math
 import threading
 from collections.abc import Callable
-from typing import IO
-
-from rich.console import Console
-from rich.live import Live
-from rich.progress_bar import ProgressBar
-from rich.table import Table
-from rich.text import Text
+from typing import IO, TYPE_CHECKING
 
 from suitefit import timing
 from suitefit.units import fmt_mb, fmt_s
+
+if TYPE_CHECKING:  # rich is imported only to draw on a terminal: a CI log never pays for it
+    from rich.live import Live
+    from rich.table import Table
 
 REDRAW_S = 0.1  # at most ten redraws a second on a terminal
 
@@ -44,6 +42,9 @@ class Progress:
         self._lock = threading.Lock()
         self._live: Live | None = None
         if is_tty:
+            from rich.console import Console
+            from rich.live import Live
+
             console = Console(file=stream, force_terminal=True, highlight=False, soft_wrap=False)
             self._live = Live(self._render(), console=console, auto_refresh=False, transient=False,
                               redirect_stdout=False, redirect_stderr=False)
@@ -73,6 +74,8 @@ class Progress:
         """A line that must stay in the output (a heartbeat, a dead worker): above the live line on a terminal."""
         with self._lock:
             if self._live is not None and not self._closed:
+                from rich.text import Text
+
                 self._live.console.print(Text(line), soft_wrap=True)
             else:
                 self._write(line)
@@ -114,6 +117,10 @@ class Progress:
         return f"suitefit: {self._done}/{self.total} tests, {fmt_s(elapsed)}, tree {self._memory(self._tree_mb)}"
 
     def _render(self, now: float | None = None, *, final: bool = False) -> Table:
+        from rich.progress_bar import ProgressBar
+        from rich.table import Table
+        from rich.text import Text
+
         elapsed = (self._clock() if now is None else now) - self._start
         mb = self._peak_mb if final else self._tree_mb
         style = "green"

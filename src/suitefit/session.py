@@ -1,0 +1,352 @@
+"""A measured session: the controller's run row and timeline, each worker's recorder,
+the shard filter and the terminal summary.
+
+Imported only when ``--suitefit`` is given, so a plain ``pytest`` run pays nothing for
+suitefit being installed (``plugin.py`` holds just the options).
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+from typing import Any
+
+import pytest
+
+from suitefit import timing
+from suitefit.errors import SuitefitError
+from suitefit.history import History, TestRecord, WorkerRecord
+from suitefit.measure.recorder import RunRecorder, WorkerRecorder
+from suitefit.measure.sampler import TreeSampler
+from suitefit.units import fmt_mb, fmt_s, parse_size_mb
+
+RUN_KEY = pytest.StashKey["RunSide"]()
+WORKER_KEY = pytest.StashKey[WorkerRecorder]()
+
+MAIN_WORKER = "main"
+
+
+def _history_path(config: pytest.Config) -> str:
+    path = config.getoption("suitefit_history")
+    if path:
+        return str(path)
+    from suitefit.config import load_config
+
+    return str(load_config(config.rootpath).history_path)
+
+
+def _versions() -> dict[str, str | None]:
+    try:
+        import xdist
+
+        xv: str | None = xdist.__version__
+    except Exception:
+        xv = None
+    return {"python": platform.python_version(), "pytest_version": pytest.__version__, "xdist_version": xv}
+
+
+class RunSide:
+    """The controller's part: owns the run row and the whole-tree sampler."""
+
+    def __init__(self, config: pytest.Config, history: History, run_id: int, started: float,
+                 threshold_mb: float | None, distributed: bool) -> None:
+        self.config = config
+        self.history = history
+        self.run_id = run_id
+        self.started = started
+        self.distributed = distributed
+        self.cpu0 = timing.cpu_seconds()
+        self.t0 = timing.perf_counter()
+        self.sampler = TreeSampler(os.getpid(), interval=config.getoption("suitefit_interval"))
+        self.recorder = RunRecorder(history.path.as_posix(), run_id, self.sampler, threshold_mb, started)
+        self.finished = False
+        self.local_worker: WorkerRecorder | None = None  # without xdist this process runs the tests
+        self.control: Any = None  # RunControl, when running under a plan
+        self.threshold_mb = threshold_mb
+        self.progress: Any = None
+        self.done = 0
+        self.sampler.subscribe(self._progress_tick)
+
+    def _start_progress(self, total: int) -> None:
+        mode = self.config.getoption("suitefit_progress")
+        if self.progress is not None or mode == "off":
+            return
+        from suitefit.report.progress import Progress
+        from suitefit.run_control import original_stderr
+
+        stream = original_stderr(self.config)
+        tty = mode == "live" or (mode == "auto" and stream.isatty())
+        self.progress = Progress(total, self.threshold_mb, stream, tty)
+
+    def _progress_tick(self, s: Any) -> None:
+        if self.progress is not None:
+            self.progress.update(self.done, s.rss_mb)
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        if not self.distributed:
+            self._start_progress(len(session.items))
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
+        self._start_progress(len(ids))
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when in ("teardown", "???"):
+            self.done += 1
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node: Any) -> None:
+        node.workerinput["suitefit_run_id"] = self.run_id
+        node.workerinput["suitefit_history"] = self.history.path.as_posix()
+        if self.control is not None:
+            node.workerinput["suitefit_grace"] = self.control.grace_s
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        if error:
+            wid = node.gateway.id
+            self.history.add_event(self.run_id, timing.wall(), "worker_down",
+                                   worker=wid, error=str(error))
+            if not self.history.execute("SELECT 1 FROM workers WHERE run_id = ? AND worker = ?",
+                                        [self.run_id, wid]):
+                self.history.upsert_worker(WorkerRecord(self.run_id, wid, None, None, None, None, None,
+                                                        None, 0, "died", str(error)))
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_handlecrashitem(self, crashitem: str, report: Any, sched: Any) -> None:
+        """xdist names the test a dead worker was running: keep it as a failed test row."""
+        from suitefit.measure.recorder import file_of
+
+        node = getattr(report, "node", None)
+        wid = node.gateway.id if node is not None else "?"
+        now = timing.wall()
+        self.history.add_tests([TestRecord(self.run_id, crashitem, file_of(crashitem), wid, -1, now,
+                                           0.0, 0.0, 0.0, 0.0, 0.0, "failed")])
+        self.history.add_event(self.run_id, now, "crash_item", worker=wid, nodeid=crashitem)
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        self.finish(int(exitstatus))
+
+    def finish(self, exitstatus: int) -> None:
+        if self.finished:
+            return
+        self.finished = True
+        if self.local_worker is not None:
+            self.local_worker.finish()
+        if self.control is not None:
+            self.control.finish()
+        self.recorder.stop()
+        if self.progress is not None:
+            self.progress.close()
+        wall = timing.perf_counter() - self.t0
+        cpu = timing.cpu_seconds() - self.cpu0
+        h = self.history
+        counts = dict(h.execute("SELECT outcome, COUNT(*) FROM tests WHERE run_id = ? GROUP BY outcome",
+                                [self.run_id]))
+        n_tests = sum(counts.values())
+        n_workers, worker_peak = h.execute(
+            "SELECT COUNT(*), MAX(peak_rss_mb) FROM workers WHERE run_id = ?", [self.run_id])[0]
+        # A spike shorter than the sampling interval is still in a worker's exact (VmHWM) peak.
+        peak = max(self.recorder.peak_rss, worker_peak or 0.0)
+        status = {0: "passed", 1: "failed", 2: "interrupted", 3: "internal-error", 4: "usage-error",
+                  5: "no-tests"}.get(exitstatus, "error")
+        tr = self.config.pluginmanager.get_plugin("terminalreporter")
+        collect_errors = 0
+        if tr is not None:
+            collect_errors = sum(1 for r in tr.stats.get("error", []) if getattr(r, "when", None) in (None, "collect"))
+        if collect_errors and n_tests == 0:
+            status = "collect-error"
+        h.update_run(
+            self.run_id,
+            status=status,
+            exit_code=exitstatus,
+            finished=timing.wall(),
+            wall_s=wall,
+            cpu_s=cpu,
+            workers=n_workers,
+            collected=n_tests,
+            passed=counts.get("passed", 0),
+            failed=counts.get("failed", 0),
+            skipped=counts.get("skipped", 0),
+            errors=counts.get("error", 0) + collect_errors,
+            peak_rss_mb=peak or None,
+            peak_pss_mb=self.recorder.peak_pss,
+            peak_procs=self.recorder.peak_procs or None,
+            secs_above=self.recorder.secs_above,
+        )
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        write_summary(terminalreporter, self.history, self.run_id)
+
+
+def write_summary(tr: Any, h: History, run_id: int, top: int = 5) -> None:
+    from suitefit.summary import file_summaries, fixture_summaries
+
+    run = h.run(run_id)
+    tr.section(f"suitefit run {run_id}", sep="-")
+    tr.write_line(
+        f"wall {fmt_s(run.wall_s)}, tree peak RSS {fmt_mb(run.peak_rss_mb)}"
+        + (f" (PSS {fmt_mb(run.peak_pss_mb)})" if run.peak_pss_mb else "")
+        + f", {run.peak_procs or 0} processes at most"
+        + (f", {run.secs_above:.1f} s above {fmt_mb(run.threshold_mb)}" if run.threshold_mb else "")
+    )
+    for w in h.workers(run_id):
+        tr.write_line(
+            f"  worker {w.worker:<6} peak {fmt_mb(w.peak_rss_mb):>9}  baseline {fmt_mb(w.baseline_mb):>9}"
+            f"  startup {fmt_s(w.startup_s):>7}  {w.tests} tests"
+        )
+    files = sorted(file_summaries(h, run_id), key=lambda f: f.peak_mb, reverse=True)[:top]
+    if files:
+        tr.write_line("top files by peak memory above their worker's baseline:")
+        for f in files:
+            tr.write_line(f"  {fmt_mb(f.peak_mb):>9}  {fmt_s(f.wall_s):>7}  {f.path}")
+    fx = [f for f in fixture_summaries(h, run_id) if f.expensive][:top]
+    if fx:
+        tr.write_line("expensive fixtures (per setup) and the files that share them:")
+        for x in fx:
+            tr.write_line(
+                f"  {x.name} ({x.scope}): setup {fmt_s(x.setup_s)}, {x.procs} processes, {fmt_mb(x.mb)},"
+                f" set up by {x.setups} worker(s); used by {len(x.files)} file(s): {', '.join(x.files[:6])}"
+                + (" ..." if len(x.files) > 6 else "")
+            )
+    for e in h.events(run_id, "leftover"):
+        d = e.detail_dict
+        tr.write_line(f"leftover process {d.get('pid')} ({str(d.get('cmdline', ''))[:80]}) started by "
+                      f"{e.nodeid}: {d.get('fate')}")
+    for e in h.events(run_id, "worker_died"):
+        d = e.detail_dict
+        tr.write_line(f"worker {e.worker} died ({d.get('exit')}) while running {e.nodeid}; "
+                      f"last measured memory {fmt_mb(d.get('mb'))}")
+    over = h.events(run_id, "sched_over-budget")
+    waits = h.events(run_id, "sched_wait")
+    if over or waits:
+        tr.write_line(f"memory admission: {len(waits)} wait(s); {len(over)} unit(s) ran alone over the budget"
+                      + "".join(f"; {e.nodeid}" for e in over[:3]))
+    tr.write_line(f"history: {h.path} (suitefit history / suitefit report {run_id})")
+
+
+def configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "suitefit_group(name): run this file with the named group")
+    workerinput = getattr(config, "workerinput", None)
+    try:
+        if workerinput is not None:
+            _configure_worker(config, workerinput)
+        else:
+            _configure_controller(config)
+    except SuitefitError as e:
+        raise pytest.UsageError(f"suitefit: {e}") from None
+
+
+def _configure_controller(config: pytest.Config) -> None:
+    path = _history_path(config)
+    history = History(path)
+    started = timing.wall()
+    run_id = config.getoption("suitefit_run_id")
+    if run_id is None:
+        run_id = history.new_run(config.getoption("suitefit_kind"), started=started,
+                                 argv=sys.argv[1:], cwd=os.getcwd(), rootdir=str(config.rootpath))
+    else:
+        history.run(run_id)  # must exist
+    threshold = config.getoption("suitefit_threshold")
+    threshold_mb = parse_size_mb(threshold, "--suitefit-threshold") if threshold else _default_threshold(config)
+    distributed = _is_distributed(config)
+    history.update_run(run_id, started=started, threshold_mb=threshold_mb, host=platform.node(),
+                       rootdir=str(config.rootpath), **_versions())
+    side = RunSide(config, history, run_id, started, threshold_mb, distributed)
+    config.stash[RUN_KEY] = side
+    config.pluginmanager.register(side, "suitefit-run")
+    plan_path = config.getoption("suitefit_plan")
+    if plan_path:
+        from suitefit.run_control import RunControl, load_plan
+
+        side.control = RunControl(config, load_plan(plan_path), history, run_id, side.sampler,
+                                  float(config.getoption("suitefit_grace")))
+        config.pluginmanager.register(side.control, "suitefit-control")
+    if not distributed:
+        grace = side.control.grace_s if side.control is not None else None
+        wr = WorkerRecorder(history, run_id, MAIN_WORKER, side.sampler, reap_grace_s=grace)
+        config.stash[WORKER_KEY] = wr
+        config.pluginmanager.register(wr, "suitefit-worker")
+        side.local_worker = wr
+        _register_shard_filter(config, path, run_id)
+        if side.control is not None:
+            journal = side.control.journal
+            wr.on_test_start.append(lambda nodeid, since, mb: journal.start(MAIN_WORKER, nodeid, since, mb))
+    side.sampler.start()
+
+
+class ShardFilter:
+    """Keeps this shard's files; records what the whole collection was (its fingerprint)."""
+
+    def __init__(self, spec_path: str, history_path: str, run_id: int) -> None:
+        from suitefit.shard_results import ShardSpec
+
+        try:
+            self.spec = ShardSpec.load(spec_path)
+        except (OSError, ValueError, KeyError) as e:
+            raise SuitefitError(f"cannot read shard spec {spec_path}: {e}") from None
+        self.history_path = history_path
+        self.run_id = run_id
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
+        from pathlib import Path
+
+        from suitefit.measure.recorder import file_of
+        from suitefit.shard_results import write_collected
+
+        write_collected(Path(self.history_path), self.run_id, [i.nodeid for i in items])
+        keep = [i for i in items if self.spec.keeps(file_of(i.nodeid))]
+        drop = [i for i in items if not self.spec.keeps(file_of(i.nodeid))]
+        if drop:
+            items[:] = keep
+            config.hook.pytest_deselected(items=drop)
+
+
+def _register_shard_filter(config: pytest.Config, history_path: str, run_id: int) -> None:
+    spec = config.getoption("suitefit_shard_spec")
+    if spec:
+        config.pluginmanager.register(ShardFilter(spec, history_path, run_id), "suitefit-shard")
+
+
+def _is_distributed(config: pytest.Config) -> bool:
+    """xdist's own test (its ``_is_distribution_mode``), readable before its configure runs."""
+    if config.getoption("collectonly", False):
+        return False
+    return config.getoption("dist", "no") != "no" and bool(config.getoption("tx", None))
+
+
+def _configure_worker(config: pytest.Config, workerinput: dict[str, Any]) -> None:
+    run_id = workerinput.get("suitefit_run_id")
+    if run_id is None:
+        return
+    history = History(workerinput["suitefit_history"])
+    sampler = TreeSampler(os.getpid(), interval=config.getoption("suitefit_interval"), pss_every=0)
+    grace = workerinput.get("suitefit_grace")
+    wr = WorkerRecorder(history, int(run_id), str(workerinput["workerid"]), sampler,
+                        reap_grace_s=float(grace) if grace is not None else None)
+    config.stash[WORKER_KEY] = wr
+    config.pluginmanager.register(wr, "suitefit-worker")
+    _register_shard_filter(config, workerinput["suitefit_history"], int(run_id))
+    sampler.start()
+
+
+def _default_threshold(config: pytest.Config) -> float | None:
+    """The memory budget when one is configured, else None (no line drawn)."""
+    from suitefit.config import load_config
+
+    try:
+        return load_config(config.rootpath).memory_budget_mb
+    except SuitefitError:
+        return None
+
+
+def unconfigure(config: pytest.Config) -> None:
+    wr = config.stash.get(WORKER_KEY, None)
+    if wr is not None:
+        wr.sampler.stop()
+    side = config.stash.get(RUN_KEY, None)
+    if side is not None and not side.finished:  # e.g. a usage error before the session ran
+        side.finish(4)
