@@ -73,7 +73,9 @@ def test_bad_input_is_one_line(tmp_path: Path) -> None:
     ok = suitefit("run", "--", "-q", cwd=tmp_path, env={"WHERE_LOG": str(tmp_path / "w")})
     assert ok.returncode == 0, ok.stderr
     # now the history knows a worker's baseline: a budget below it cannot be met
-    assert_one_line_error(suitefit("run", "--memory-budget", "5MB", cwd=tmp_path), "below one worker")
+    # (above what the suitefit process itself holds, ~35 MiB, which is its own clear error)
+    assert_one_line_error(suitefit("run", "--memory-budget", "50MB", cwd=tmp_path), "below one worker")
+    assert_one_line_error(suitefit("run", "--memory-budget", "5MB", cwd=tmp_path), "this suitefit process holds")
     with History(tmp_path / ".suitefit" / "history.sqlite") as h:
         assert len(h.runs()) == 1  # the refused runs recorded nothing and lost nothing
 

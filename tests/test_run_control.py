@@ -221,3 +221,23 @@ def test_hogs_that_do_not_fit_together_never_overlap(tmp_path: Path) -> None:
     with History(tmp_path / "h.sqlite") as h:
         run = h.runs(limit=1)[0]
         assert h.events(run.id, "sched_wait")  # admission held a hog back at least once
+
+
+def test_the_budget_counts_the_suitefit_process_itself(tmp_path: Path) -> None:
+    # The budget covers the whole command: `suitefit run` waits in its own process, which
+    # holds memory too, so pytest gets the budget minus that (and says so).
+    write_suite(tmp_path, {"test_a.py": plain_file("a", n=2), "test_b.py": plain_file("b", n=2)})
+    e = {**os.environ, "WHERE_LOG": str(tmp_path / "where.jsonl")}
+    e.pop("PYTEST_ADDOPTS", None)
+    cmd = [sys.executable, "-m", "suitefit", "run", "--history", str(tmp_path / "h.sqlite")]
+    res = subprocess.run([*cmd, "--memory-budget", "800MiB", "--", "-p", "no:cacheprovider"],
+                         cwd=tmp_path, env=e, text=True, capture_output=True, timeout=120)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "for suitefit run itself" in res.stderr
+    with History(tmp_path / "h.sqlite") as h:
+        budget = h.runs(limit=1)[0].budget_mb
+    assert budget is not None and 800 - 200 < budget < 800 - 5
+    res = subprocess.run([*cmd, "--memory-budget", "4MiB"], cwd=tmp_path, env=e, text=True,
+                         capture_output=True, timeout=60)
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    assert res.stderr.strip().splitlines()[-1].startswith("suitefit: error: memory budget 4")

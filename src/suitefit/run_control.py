@@ -98,6 +98,21 @@ class RunControl:
                                budget_mb=self.budget_mb,
                                inflight=[x.__dict__ for x in self.journal.snapshot()])
 
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
+        """One process (a 1-worker plan runs without xdist): run files in the plan's order.
+
+        Like the scheduler: files the plan does not know first, then each unit's files in
+        order (declared groups keep their declared order); tests keep their order in a file.
+        """
+        if len(config.getoption("tx", None) or ()) > 0:
+            return
+        rank: dict[str, int] = {}
+        for u in self.plan.units:
+            for f in u.files:
+                rank.setdefault(f, len(rank))
+        items.sort(key=lambda i: rank.get(i.nodeid.split("::", 1)[0], -1))
+
     # -- xdist hooks ---------------------------------------------------------------------
 
     @pytest.hookimpl(optionalhook=True)

@@ -6,6 +6,7 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -21,6 +22,9 @@ from suitefit.cli._common import (
 from suitefit.config import load_config
 from suitefit.errors import SuitefitError
 from suitefit.units import fmt_mb, fmt_s
+
+if TYPE_CHECKING:
+    from suitefit.model import Budget
 
 FORBIDDEN = ("-n", "--numprocesses", "--dist", "-d", "--tx", "--max-worker-restart", "--maxprocesses")
 
@@ -75,7 +79,7 @@ def command(history_path: Path | None, memory_budget: str | None, workers: int |
     cfg = load_config()
     path = history_path or cfg.history_path
     costs, existed, _ = load_costs_or_discover(cfg, path)
-    budget = detect_budget(memory_budget, workers, cfg)
+    budget = own_share(detect_budget(memory_budget, workers, cfg))
     spec = None
     if shard is not None:
         from suitefit.plan.planner import shard_split
@@ -140,6 +144,25 @@ def command(history_path: Path | None, memory_budget: str | None, workers: int |
     if problem:
         raise SuitefitError(f"run {run_id}: {problem}", exit_code=rc if rc > 0 else 1)
     sys.exit(rc if rc in (EXIT_OK, EXIT_FAILED) else 1)
+
+
+def own_share(budget: Budget) -> Budget:
+    """The budget left for pytest once this process's own memory is counted.
+
+    The budget covers the whole command, and this process (the CLI, waiting for pytest to
+    end) is part of its tree: on a small suite its ~25 MiB is a fair share of the peak.
+    """
+    from dataclasses import replace
+
+    from suitefit.measure.proctree import rss_mb
+
+    own = rss_mb(os.getpid())
+    left = budget.memory_mb - own
+    if left <= 0:
+        raise SuitefitError(f"memory budget {fmt_mb(budget.memory_mb)} is below the {fmt_mb(own)} "
+                            "this suitefit process holds itself; raise --memory-budget")
+    return replace(budget, memory_mb=left,
+                   memory_source=f"{budget.memory_source}, minus {fmt_mb(own)} for suitefit run itself")
 
 
 def _has_xdist() -> bool:

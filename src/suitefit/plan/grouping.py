@@ -30,6 +30,9 @@ class GroupingRules:
 
 
 DEFAULT_RULES = GroupingRules()
+# A group is split only when that saves more than this share of its predicted finish
+# (like an extra worker in plan.workers): below run-to-run noise it only duplicates the pool.
+SPLIT_PAYS_FRACTION = 0.02
 
 
 @dataclass(frozen=True)
@@ -168,26 +171,28 @@ def best_parts(work: float, longest: float, setup: float, n_files: int, workers:
 
     m parts finish no sooner than ``setup + max(work / m, longest)``; every part past the
     first adds ``setup`` to the suite's total work, spread over the workers. The smallest
-    m minimising the larger of the two keeps the group off the critical path cheapest.
+    m whose predicted finish is within ``SPLIT_PAYS_FRACTION`` of the best keeps the group
+    off the critical path cheapest: each extra part starts the fixture's processes and
+    memory once more, which a saving below run-to-run noise does not pay for.
     """
     if workers <= 1 or setup + work <= lane_s:
         return 1
-    best_m, best_t = 1, float("inf")
-    for m in range(1, min(workers, n_files) + 1):
-        t = max(setup + max(work / m, longest), lane_s + (m - 1) * setup / workers)
-        if t < best_t - 1e-9:
-            best_m, best_t = m, t
-    return best_m
+    finish = {m: max(setup + max(work / m, longest), lane_s + (m - 1) * setup / workers)
+              for m in range(1, min(workers, n_files) + 1)}
+    best_t = min(finish.values())
+    return min(m for m, t in finish.items() if t <= best_t * (1 + SPLIT_PAYS_FRACTION) + 1e-9)
 
 
 def build_units(groups: Groups, file_costs: Mapping[str, FileCost],
                 fixtures: Mapping[str, FixtureCost], *, workers: int,
-                lane_s: float, singles: list[Unit] | None = None) -> tuple[list[Unit], list[str]]:
+                lane_s: float, singles: list[Unit] | None = None,
+                split: bool = True) -> tuple[list[Unit], list[str]]:
     """Units for ``workers`` workers whose ideal lane is ``lane_s``; returns units and reasons.
 
     A fixture group longer than the lane is split into the fewest parts (each paying
     the fixture again) that fit it; if that takes as many parts as there are workers,
-    grouping saves nothing and its files run as single-file units.
+    grouping saves nothing and its files run as single-file units. With ``split`` False
+    every group stays whole (when the copies a split adds would not fit the memory budget).
     """
     units: list[Unit] = []
     reasons: list[str] = []
@@ -203,7 +208,7 @@ def build_units(groups: Groups, file_costs: Mapping[str, FileCost],
     for g in groups.fixture_groups:
         setup = sum(fixtures[n].setup_s for n in g.fixtures)
         work = sum(walls[f] for f in g.files)
-        m = best_parts(work, max(walls[f] for f in g.files), setup, len(g.files), workers, lane_s)
+        m = best_parts(work, max(walls[f] for f in g.files), setup, len(g.files), workers, lane_s) if split else 1
         if m > 1 and (m >= workers or m >= len(g.files)):
             reasons.append(
                 f"{g.name}: not grouped - its {len(g.files)} files ({fmt_s(work)}) would need "
@@ -218,7 +223,9 @@ def build_units(groups: Groups, file_costs: Mapping[str, FileCost],
             units.append(make_unit(
                 g.name, tuple(sorted(g.files, key=lambda f: (-walls[f], f))), file_costs, fixtures,
                 f"fixture group: {len(g.files)} files share {g.why}; one worker sets it up once "
-                f"instead of once per worker",
+                f"instead of once per worker" + ("" if split else "; kept whole although it is longer "
+                f"than the ideal lane {fmt_s(lane_s)}: split, its fixtures' copies would not fit the "
+                f"memory budget"),
             ))
         else:
             parts = lpt_parts(g.files, walls, m)

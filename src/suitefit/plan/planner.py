@@ -102,17 +102,30 @@ def _plan_one(costs: CostModel, budget: Budget, rules: GroupingRules,
 
     singles = single_units(groups, fcs, fixtures)
 
-    def evaluate(w: int, best_wall_s: float | None = None) -> Candidate:
+    def evaluate(w: int, best_wall_s: float | None = None, split: bool = True) -> Candidate:
         units, greasons = build_units(groups, fcs, fixtures, workers=w, lane_s=total / w,
-                                      singles=singles)
+                                      singles=singles, split=split)
         ordered = tuple(order_units(units, declared_names))
         tmp = Plan(workers=w, units=ordered, budget=budget, predicted_wall_s=0.0,
                    predicted_peak_mb=0.0, reasons=(), fixtures=plan_fixtures)
+        # With workers, xdist's controller is one more process: it imports the conftest before
+        # it starts any worker and holds that memory throughout, so it is counted at one more
+        # worker's startup (in series) and baseline.
+        controller_mb = worker.baseline_mb if w >= 2 else 0.0
+        controller_s = worker.startup_s if w >= 2 else 0.0
         sim = simulate(tmp, startup_s=worker.startup_s, baseline_mb=worker.baseline_mb,
-                       budget_mb=budget.memory_mb, cpus=budget.cpus,
+                       budget_mb=budget.memory_mb - controller_mb, cpus=budget.cpus,
                        stop_on_warning=best_wall_s is not None,
                        give_up_after_s=None if best_wall_s is None else 1.5 * best_wall_s)
-        return Candidate(w, ordered, sim, tuple(greasons))
+        sim = replace(sim, peak_mb=sim.peak_mb + controller_mb, wall_s=sim.wall_s + controller_s)
+        cand = Candidate(w, ordered, sim, tuple(greasons))
+        if split and not sim.fits and groups.fixture_groups:
+            # Splitting a group for time puts its fixtures on several workers at once: if
+            # that breaks the budget, keeping every group whole may not.
+            whole = evaluate(w, best_wall_s, split=False)
+            if whole.sim.fits:
+                return whole
+        return cand
 
     n_units_max = len(groups.declared) + len(groups.singles) + sum(
         len(g.files) for g in groups.fixture_groups)
@@ -134,7 +147,8 @@ def _plan_one(costs: CostModel, budget: Budget, rules: GroupingRules,
     reasons.append(f"budget: {fmt_mb(budget.memory_mb)} ({budget.memory_source or 'given'}), "
                    f"{budget.cpus} CPUs ({budget.cpus_source or 'given'})")
     reasons.append(f"each worker: {fmt_s(worker.startup_s)} startup, {fmt_mb(worker.baseline_mb)} "
-                   f"baseline")
+                   f"baseline" + ("; xdist's controller process counted as one more startup "
+                                  "(before the workers start) and baseline" if chosen.workers >= 2 else ""))
     if costs.serial_peak_mb is not None:
         reasons.append(f"a serial run peaked at {fmt_mb(costs.serial_peak_mb)}: the floor of what "
                        f"running at all costs" + (" - above this budget" if
