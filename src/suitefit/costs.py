@@ -17,12 +17,11 @@ from pathlib import Path
 from suitefit.config import Config
 from suitefit.history import History
 from suitefit.model import CostModel, FileCost, FixtureCost, WorkerCost
+from suitefit.plan.planner import default_file_cost
 from suitefit.units import fmt_mb, fmt_s
 
 LAST_RUNS = 5  # runs per file the median is taken over
 WINDOW_RUNS = 20  # most recent runs read at all
-DEFAULT_FILE_S = 1.0
-DEFAULT_FILE_MB = 50.0
 DEFAULT_WORKER = WorkerCost(startup_s=1.0, baseline_mb=100.0)
 PERSISTENT = ("session", "package")
 # A/B runs of other configurations say nothing about this one; a shard's own run covers part
@@ -74,17 +73,7 @@ def build_cost_model(history: History | None, *, files: Sequence[str] = (),
     want = list(dict.fromkeys([*files, *(f for fs in declared.values() for f in fs)]))
     missing = [f for f in want if f not in fcosts]
     if missing:
-        measured = list(fcosts.values())
-        if default_s is not None or default_mb is not None:
-            s = default_s if default_s is not None else DEFAULT_FILE_S
-            mb = default_mb if default_mb is not None else DEFAULT_FILE_MB
-            src = "[tool.suitefit] default_file_s/default_file_mb"
-        elif measured:
-            s = statistics.median(fc.wall_s for fc in measured)
-            mb = statistics.median(fc.peak_mb for fc in measured)
-            src = "the median of measured files"
-        else:
-            s, mb, src = DEFAULT_FILE_S, DEFAULT_FILE_MB, "nothing measured yet"
+        s, mb, src = default_file_cost(list(fcosts.values()), default_s, default_mb)
         for f in missing:
             fcosts[f] = FileCost(path=f, wall_s=s, peak_mb=mb, measured=False)
         notes.append(f"{len(missing)} file(s) never measured: default {fmt_s(s)} / {fmt_mb(mb)} "

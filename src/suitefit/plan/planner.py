@@ -9,6 +9,7 @@ fewest workers that reach the best predicted wall inside the budget.
 from __future__ import annotations
 
 import statistics
+from collections.abc import Sequence
 from dataclasses import replace
 
 from suitefit.errors import SuitefitError
@@ -32,19 +33,26 @@ DEFAULT_FILE_MB = 50.0
 MAX_HOG_LINES = 20
 
 
+def default_file_cost(measured: Sequence[FileCost], default_s: float | None = None,
+                      default_mb: float | None = None) -> tuple[float, float, str]:
+    """The stated cost of a file never measured: configured, else the median measured file."""
+    if default_s is not None or default_mb is not None:
+        return (default_s if default_s is not None else DEFAULT_FILE_S,
+                default_mb if default_mb is not None else DEFAULT_FILE_MB,
+                "[tool.suitefit] default_file_s/default_file_mb")
+    if measured:
+        return (statistics.median(fc.wall_s for fc in measured),
+                statistics.median(fc.peak_mb for fc in measured), "the median of measured files")
+    return DEFAULT_FILE_S, DEFAULT_FILE_MB, "nothing measured yet"
+
+
 def _file_costs(costs: CostModel) -> tuple[dict[str, FileCost], list[str]]:
     """Every file the plan must place, with a stated default for declared-but-unmeasured ones."""
     fcs = {fc.path: fc for fc in costs.files}
     missing = [f for fs in costs.declared_groups.values() for f in fs if f not in fcs]
     notes: list[str] = []
     if missing:
-        measured = [fc for fc in costs.files if fc.measured]
-        if measured:
-            s = statistics.median(fc.wall_s for fc in measured)
-            mb = statistics.median(fc.peak_mb for fc in measured)
-            src = "the median of measured files"
-        else:
-            s, mb, src = DEFAULT_FILE_S, DEFAULT_FILE_MB, "no file measured"
+        s, mb, src = default_file_cost([fc for fc in costs.files if fc.measured])
         for f in dict.fromkeys(missing):
             fcs[f] = FileCost(path=f, wall_s=s, peak_mb=mb, measured=False)
         notes.append(f"{len(set(missing))} declared file(s) never measured: default "
