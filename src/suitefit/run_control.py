@@ -21,19 +21,8 @@ from suitefit.measure import proctree, reaper
 from suitefit.measure.journal import Heartbeat, Journal, log_writer
 from suitefit.measure.sampler import Sample, TreeSampler
 from suitefit.model import Plan
+from suitefit.threads import pin_threads
 from suitefit.units import fmt_mb
-
-THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS")
-
-
-def pin_threads(env: dict[str, str] | os._Environ[str]) -> list[str]:
-    """Set each BLAS/OpenMP thread variable to 1 unless the user set it; returns those set."""
-    pinned = []
-    for var in THREAD_VARS:
-        if var not in env:
-            env[var] = "1"
-            pinned.append(var)
-    return pinned
 
 
 def original_stderr(config: pytest.Config) -> TextIO:

@@ -60,7 +60,7 @@ def command(history_path: Path | None, memory_budget: str | None, workers: int |
     from suitefit.costs import load_costs_or_discover
     from suitefit.history import History
     from suitefit.plan.planner import make_plan
-    from suitefit.run_control import pin_threads
+    from suitefit.threads import pin_threads
 
     args = list(pytest_args)
     _check_args(args)
