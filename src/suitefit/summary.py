@@ -8,10 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from suitefit.history import History
-
-# A fixture is "expensive" when it is slow to set up, starts processes, or holds memory.
-EXPENSIVE_SETUP_S = 0.2
-EXPENSIVE_MB = 50.0
+from suitefit.plan.grouping import DEFAULT_RULES
 
 
 @dataclass(frozen=True)
@@ -37,7 +34,9 @@ class FixtureSummary:
 
     @property
     def expensive(self) -> bool:
-        return self.setup_s >= EXPENSIVE_SETUP_S or self.procs > 0 or self.mb >= EXPENSIVE_MB
+        # the planner's own test, so the summary names the fixtures the plan groups by
+        r = DEFAULT_RULES
+        return self.setup_s >= r.setup_s or self.procs >= r.procs or self.mb >= r.mb
 
 
 def file_summaries(h: History, run_id: int) -> list[FileSummary]:

@@ -137,10 +137,9 @@ class RunsComparison:
 
 
 def _per_file(history: History, run_id: int) -> dict[str, tuple[float, float, float]]:
-    out: dict[str, tuple[float, float, float]] = {}
-    for f in history.files(run_id):
-        w, c, p = out.get(f.path, (0.0, 0.0, 0.0))
-        out[f.path] = (w + f.wall_s, c + f.cpu_s, max(p, f.peak_mb))
+    from suitefit.summary import file_summaries  # the one per-file aggregation every view uses
+
+    out = {f.path: (f.wall_s, f.cpu_s, f.peak_mb) for f in file_summaries(history, run_id)}
     if not out:  # no files rows (a run recorded without memory measurement): sum the tests
         for t in history.tests(run_id):
             w, c, p = out.get(t.file, (0.0, 0.0, float("nan")))
