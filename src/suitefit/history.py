@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -372,6 +372,26 @@ class History:
             cur = json.loads(row[0]) if row and row[0] else {}
             cur.update(meta)
             db.execute("UPDATE runs SET meta = ? WHERE id = ?", (json.dumps(cur), run_id))
+
+    def settle_abandoned(self, alive: Callable[[int, float | None], bool]) -> list[int]:
+        """Close runs still 'running' whose owning process is gone; their ids.
+
+        A run's owner (``meta.pid``, ``meta.pid_started``) ends it when it ends; one
+        killed outright (SIGKILL, the OOM killer, a cancelled CI job) cannot, so the
+        next command that opens the history does, rather than leave it running forever.
+        """
+        rows = self.execute("SELECT id, meta FROM runs WHERE status = 'running'")
+        gone: list[int] = []
+        for run_id, meta_text in rows:
+            meta = json.loads(meta_text) if meta_text else {}
+            pid = meta.get("pid")
+            if isinstance(pid, int) and not alive(pid, meta.get("pid_started")):
+                gone.append(int(run_id))
+        for run_id in gone:
+            self.update_run(run_id, status="crashed")
+            self.merge_run_meta(run_id, ended_unrecorded="its process ended without recording an end "
+                                "(killed, or pytest stopped before suitefit's plugin started)")
+        return gone
 
     def runs(self, limit: int | None = None, kind: str | None = None) -> list[RunRecord]:
         where, args = ("WHERE kind = ?", [kind]) if kind else ("", [])

@@ -63,6 +63,8 @@ class RunSide:
         self.finished = False
         self.local_worker: WorkerRecorder | None = None  # without xdist this process runs the tests
         self.control: Any = None  # RunControl, when running under a plan
+        self.closing: Any = None  # RunClose, when `suitefit run` handed this process over
+        self.exitstatus: int | None = None
         self.threshold_mb = threshold_mb
         self.progress: Any = None
         self.done = 0
@@ -128,11 +130,17 @@ class RunSide:
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         self.finish(int(exitstatus))
+        if self.closing is not None:
+            self.closing.at_sessionfinish(session)
+            if int(session.exitstatus) != self.exitstatus:
+                self.exitstatus = int(session.exitstatus)
+                self.history.update_run(self.run_id, exit_code=self.exitstatus)
 
     def finish(self, exitstatus: int) -> None:
         if self.finished:
             return
         self.finished = True
+        self.exitstatus = exitstatus
         if self.local_worker is not None:
             self.local_worker.finish()
         if self.control is not None:
@@ -245,8 +253,11 @@ def _configure_controller(config: pytest.Config) -> None:
     started = timing.wall()
     run_id = config.getoption("suitefit_run_id")
     if run_id is None:
+        from suitefit.measure.proctree import create_time
+
         run_id = history.new_run(config.getoption("suitefit_kind"), started=started,
-                                 argv=sys.argv[1:], cwd=os.getcwd(), rootdir=str(config.rootpath))
+                                 argv=sys.argv[1:], cwd=os.getcwd(), rootdir=str(config.rootpath),
+                                 meta={"pid": os.getpid(), "pid_started": create_time()})
     else:
         history.run(run_id)  # must exist
     threshold = config.getoption("suitefit_threshold")
@@ -264,6 +275,10 @@ def _configure_controller(config: pytest.Config) -> None:
         side.control = RunControl(config, load_plan(plan_path), history, run_id, side.sampler,
                                   float(config.getoption("suitefit_grace")))
         config.pluginmanager.register(side.control, "suitefit-control")
+        from suitefit.run_close import RunClose
+
+        side.closing = RunClose(history, run_id, side.control.plan, side.control.out,
+                                config.getoption("suitefit_shard_spec"), config.getoption("suitefit_shard_result"))
     if not distributed:
         grace = side.control.grace_s if side.control is not None else None
         wr = WorkerRecorder(history, run_id, MAIN_WORKER, side.sampler, reap_grace_s=grace)
@@ -350,3 +365,5 @@ def unconfigure(config: pytest.Config) -> None:
     side = config.stash.get(RUN_KEY, None)
     if side is not None and not side.finished:  # e.g. a usage error before the session ran
         side.finish(4)
+    if side is not None and side.closing is not None:
+        side.closing.say(side.exitstatus if side.exitstatus is not None else 4)

@@ -14,12 +14,11 @@ import click
 from suitefit import timing
 from suitefit.config import Config, load_config
 from suitefit.errors import SuitefitError
+from suitefit.exits import EXIT_NO_TESTS
 from suitefit.history import History
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-# pytest's exit codes, named (pytest.ExitCode without importing pytest at CLI start).
-EXIT_OK, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_INTERNAL, EXIT_USAGE, EXIT_NO_TESTS = 0, 1, 2, 3, 4, 5
 
 
 def history_option(f: F) -> F:
@@ -65,24 +64,11 @@ def run_pytest(args: Sequence[str], *, stdout: Any = None, env: dict[str, str] |
 
 
 def start_measured_run(h: History, kind: str, pytest_args: Sequence[str], **meta: Any) -> int:
-    return h.new_run(kind, started=timing.wall(), argv=list(pytest_args), cwd=os.getcwd(), meta=meta)
+    """A new run owned by this process: if it dies unrecorded, the next command settles the run."""
+    from suitefit.measure.proctree import create_time
 
-
-def explain_exit(rc: int, run_status: str | None) -> str | None:
-    """One line for a pytest exit that is not a plain pass/fail; None when there is nothing to say."""
-    if rc == EXIT_NO_TESTS:
-        return "pytest collected no tests (exit 5): nothing was measured"
-    if run_status == "collect-error" or rc == EXIT_INTERRUPTED:
-        return f"pytest stopped before the tests ran (exit {rc}): collection failed, see its output above"
-    if rc == EXIT_USAGE:
-        return "pytest rejected its arguments (exit 4), see its output above"
-    if rc == EXIT_INTERNAL:
-        return "pytest hit an internal error (exit 3), see its output above"
-    if rc < 0:
-        return f"pytest was killed by signal {-rc}"
-    if rc not in (EXIT_OK, EXIT_FAILED):
-        return f"pytest exited with {rc}"
-    return None
+    return h.new_run(kind, started=timing.wall(), argv=list(pytest_args), cwd=os.getcwd(),
+                     meta={**meta, "pid": os.getpid(), "pid_started": create_time()})
 
 
 def finalize_run(h: History, run_id: int, rc: int) -> str:

@@ -9,9 +9,6 @@ from pathlib import Path
 import click
 
 from suitefit.cli._common import (
-    EXIT_FAILED,
-    EXIT_OK,
-    explain_exit,
     finalize_run,
     history_option,
     open_history,
@@ -19,6 +16,7 @@ from suitefit.cli._common import (
     start_measured_run,
 )
 from suitefit.errors import SuitefitError
+from suitefit.exits import EXIT_FAILED, EXIT_OK, explain_exit
 from suitefit.summary import run_summary
 
 

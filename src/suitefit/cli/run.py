@@ -6,25 +6,15 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import NoReturn
 
 import click
 
-from suitefit.cli._common import (
-    EXIT_FAILED,
-    EXIT_OK,
-    explain_exit,
-    finalize_run,
-    history_option,
-    run_pytest,
-    start_measured_run,
-)
+from suitefit.cli._common import history_option, pytest_command, start_measured_run
 from suitefit.config import load_config
 from suitefit.errors import SuitefitError
+from suitefit.history import History
 from suitefit.units import fmt_mb, fmt_s
-
-if TYPE_CHECKING:
-    from suitefit.model import Budget
 
 FORBIDDEN = ("-n", "--numprocesses", "--dist", "-d", "--tx", "--max-worker-restart", "--maxprocesses")
 
@@ -58,7 +48,6 @@ def command(history_path: Path | None, memory_budget: str | None, workers: int |
     """
     from suitefit.budget import detect_budget
     from suitefit.costs import load_costs_or_discover
-    from suitefit.history import History
     from suitefit.plan.planner import make_plan
     from suitefit.threads import pin_threads
 
@@ -79,7 +68,7 @@ def command(history_path: Path | None, memory_budget: str | None, workers: int |
     cfg = load_config()
     path = history_path or cfg.history_path
     costs, existed, _ = load_costs_or_discover(cfg, path)
-    budget = own_share(detect_budget(memory_budget, workers, cfg))
+    budget = detect_budget(memory_budget, workers, cfg)
     spec = None
     if shard is not None:
         from suitefit.plan.planner import shard_split
@@ -94,6 +83,9 @@ def command(history_path: Path | None, memory_budget: str | None, workers: int |
     else:
         plan = make_plan(costs, budget)
     h = History(path)
+    from suitefit.measure.proctree import is_running
+
+    h.settle_abandoned(is_running)
     if not existed or costs.runs_used == 0:
         click.echo("suitefit: no measured runs in the history yet: a safe first plan "
                    "(every file at a default cost); this run's measurements plan the next one", err=True)
@@ -115,54 +107,36 @@ def command(history_path: Path | None, memory_budget: str | None, workers: int |
     if spec is not None:
         spec_file = h.path.parent / f"shard-spec-{run_id}.json"
         spec.dump(spec_file)
-        full += [f"--suitefit-shard-spec={spec_file}"]
+        result = result_path or h.path.parent / f"shard-{spec.k}-of-{spec.n}.json"
+        full += [f"--suitefit-shard-spec={spec_file}", f"--suitefit-shard-result={result}"]
     if plan.workers >= 2:
         full += ["-n", str(plan.workers), "--max-worker-restart=0"]
     else:
         full += ["-n", "0"] if _has_xdist() else []
     env = os.environ.copy()
     pin_threads(env)
-    rc = run_pytest([*full, *args], env=env)
-    status = finalize_run(h, run_id, rc)
-    run = h.run(run_id)
-    click.echo(
-        f"suitefit: run {run_id}: wall {fmt_s(run.wall_s)} (predicted {fmt_s(plan.predicted_wall_s)}), "
-        f"peak {fmt_mb(run.peak_rss_mb)} (predicted {fmt_mb(plan.predicted_peak_mb)}, "
-        f"budget {fmt_mb(budget.memory_mb)})", err=True)
-    if shard is not None:
-        out = result_path or h.path.parent / f"shard-{shard[0]}-of-{shard[1]}.json"
-        data = shard_results.write_result(h, run_id, shard[0], shard[1], out)
-        click.echo(f"suitefit: shard {shard[0]}/{shard[1]}: {len(data['tests'])} of {len(data['collected'])} "
-                   f"collected tests ran here; result in {out}", err=True)
-    died = h.events(run_id, "worker_died")
-    if died:
-        d = died[0]
-        raise SuitefitError(
-            f"run {run_id}: worker {d.worker} died ({d.detail_dict.get('exit')}) while running {d.nodeid}; "
-            f"last measured memory {fmt_mb(d.detail_dict.get('mb'))}", exit_code=rc if rc > 0 else 1)
-    problem = explain_exit(rc, status)
-    if problem:
-        raise SuitefitError(f"run {run_id}: {problem}", exit_code=rc if rc > 0 else 1)
-    sys.exit(rc if rc in (EXIT_OK, EXIT_FAILED) else 1)
+    h.close()
+    exec_pytest([*full, *args], env, h.path, run_id)
 
 
-def own_share(budget: Budget) -> Budget:
-    """The budget left for pytest once this process's own memory is counted.
+def exec_pytest(args: list[str], env: dict[str, str], history_path: Path, run_id: int) -> NoReturn:
+    """Become pytest: this process's memory is then pytest's, not a waiting CLI's on top.
 
-    The budget covers the whole command, and this process (the CLI, waiting for pytest to
-    end) is part of its tree: on a small suite its ~25 MiB is a fair share of the peak.
+    From here the plugin (``run_close``) says the run's closing lines. stdin is
+    /dev/null, as for any pytest suitefit starts: a test that reads it must not hang CI.
     """
-    from dataclasses import replace
-
-    from suitefit.measure.proctree import rss_mb
-
-    own = rss_mb(os.getpid())
-    left = budget.memory_mb - own
-    if left <= 0:
-        raise SuitefitError(f"memory budget {fmt_mb(budget.memory_mb)} is below the {fmt_mb(own)} "
-                            "this suitefit process holds itself; raise --memory-budget")
-    return replace(budget, memory_mb=left,
-                   memory_source=f"{budget.memory_source}, minus {fmt_mb(own)} for suitefit run itself")
+    cmd = pytest_command()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        devnull = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(devnull, 0)
+        os.close(devnull)
+        os.execve(cmd[0], [*cmd, *args], env)
+    except OSError as e:
+        with History(history_path) as h:
+            h.update_run(run_id, status="error")
+        raise SuitefitError(f"cannot start pytest ({cmd[0]}): {e.strerror}") from None
 
 
 def _has_xdist() -> bool:

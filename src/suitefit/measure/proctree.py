@@ -105,6 +105,14 @@ def cmdline(pid: int) -> str:
         return "?"
 
 
+def is_running(pid: int, started: float | None) -> bool:
+    """``pid`` exists and, when ``started`` is known, is the same process (not a reused pid)."""
+    t = create_time(pid)
+    if t is None:
+        return False
+    return started is None or abs(t - started) < 1.0
+
+
 def create_time(pid: int | None = None) -> float | None:
     try:
         return psutil.Process(pid or os.getpid()).create_time()

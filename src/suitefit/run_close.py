@@ -1,0 +1,72 @@
+"""The end of a `suitefit run`, said by pytest's own process.
+
+`suitefit run` plans and then hands its process over to pytest (exec) instead of
+waiting beside it: a waiting CLI would hold 25-35 MiB for the whole run, memory the
+budget would have to keep for a process that does nothing. So the controller says
+what the CLI used to: the run against its prediction, the shard's result file, a
+dead worker, an exit that is neither pass nor fail. A pytest killed outright cannot
+say anything; the next suitefit command marks its run crashed
+(``History.settle_abandoned``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, TextIO
+
+from suitefit.errors import SuitefitError
+from suitefit.exits import EXIT_OK, explain_exit
+from suitefit.history import History
+from suitefit.model import Plan
+from suitefit.units import fmt_mb, fmt_s
+
+
+class RunClose:
+    def __init__(self, history: History, run_id: int, plan: Plan, out: TextIO,
+                 shard_spec: str | None, shard_result: str | None) -> None:
+        self.history = history
+        self.run_id = run_id
+        self.plan = plan
+        self.out = out
+        self.shard_spec = shard_spec
+        self.shard_result = shard_result
+        self.lines: list[str] = []
+
+    def at_sessionfinish(self, session: Any) -> None:
+        """What can still change the exit status: the shard's result file, a dead worker."""
+        if self.shard_spec and self.shard_result:
+            from suitefit.shard_results import ShardSpec, write_result
+
+            spec = ShardSpec.load(self.shard_spec)
+            out = Path(self.shard_result)
+            try:
+                data = write_result(self.history, self.run_id, spec.k, spec.n, out)
+            except SuitefitError as e:
+                self.lines.append(f"suitefit: error: {e}")
+                session.exitstatus = max(int(session.exitstatus), 1)
+            else:
+                self.lines.append(f"suitefit: shard {spec.k}/{spec.n}: {len(data['tests'])} of "
+                                  f"{len(data['collected'])} collected tests ran here; result in {out}")
+        if self.history.events(self.run_id, "worker_died") and int(session.exitstatus) == EXIT_OK:
+            session.exitstatus = 1
+
+    def say(self, exitstatus: int) -> None:
+        """The closing lines, after pytest's own output; an error line when the run did not plainly pass or fail."""
+        h, p = self.history, self.plan
+        run = h.run(self.run_id)
+        write = self.out.write
+        write(f"suitefit: run {self.run_id}: wall {fmt_s(run.wall_s)} (predicted {fmt_s(p.predicted_wall_s)}), "
+              f"peak {fmt_mb(run.peak_rss_mb)} (predicted {fmt_mb(p.predicted_peak_mb)}, "
+              f"budget {fmt_mb(p.budget.memory_mb)})\n")
+        for line in self.lines:
+            write(line + "\n")
+        died = h.events(self.run_id, "worker_died")
+        if died:
+            d = died[0]
+            write(f"suitefit: error: run {self.run_id}: worker {d.worker} died ({d.detail_dict.get('exit')}) "
+                  f"while running {d.nodeid}; last measured memory {fmt_mb(d.detail_dict.get('mb'))}\n")
+        else:
+            problem = explain_exit(exitstatus, run.status)
+            if problem:
+                write(f"suitefit: error: run {self.run_id}: {problem}\n")
+        self.out.flush()
