@@ -178,3 +178,17 @@ def test_budget_of_exactly_n_baselines_allows_n_workers() -> None:
     base = 130.0 / 3
     plan = make_plan(_costs(_files(6), baseline=base), Budget(3 * base, 3, workers=3))
     assert plan.workers == 3
+
+
+def test_a_budget_that_fits_one_worker_says_what_a_second_would_need() -> None:
+    # bench_run's pool-heavy budget case: 1.25x serial's peak leaves no room for a second
+    # worker and xdist's controller, each holding a baseline, beside the pool.
+    files = [FileCost(f"tests/test_pool{i}.py", 1.0, 10.0, fixtures=("pool",)) for i in range(4)]
+    costs = _costs(files + _files(8, wall=2.0), (POOL,), baseline=120.0)
+    plan = make_plan(costs, Budget(1.25 * (120 + 400 + 10), 2))
+    assert plan.workers == 1
+    line = next(r for r in plan.reasons if r.startswith("workers: 1"))
+    assert "2 would put a unit over the budget" in line
+    assert "fixture:pool needs" in line and "xdist's controller, which holds a baseline of 120 MiB" in line
+    # with room for it, the same suite takes two workers
+    assert make_plan(costs, Budget(2000, 2)).workers == 2
