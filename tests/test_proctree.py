@@ -218,3 +218,19 @@ def test_expensive_pss_reads_are_spaced_out() -> None:
     assert with_pss == n >= 5  # unbudgeted: every sample
     with_pss, n = counts[0.01]
     assert with_pss >= 1 and with_pss < n / 2
+
+
+def test_age_of_a_process_to_the_tenth_of_a_second() -> None:
+    t0 = time.monotonic()
+    p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        time.sleep(0.8)
+        age = proctree.age_s(p.pid)
+        elapsed = time.monotonic() - t0
+        assert age is not None and elapsed - 0.1 <= age <= elapsed + 0.02, (age, elapsed)
+        assert not proctree.is_running(p.pid, (proctree.create_time(p.pid) or 0) + 5)  # a reused pid
+        assert proctree.is_running(p.pid, proctree.create_time(p.pid))
+    finally:
+        p.kill()
+        p.wait()
+    assert proctree.age_s(p.pid) is None and not proctree.is_running(p.pid, None)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -231,13 +232,21 @@ def test_suitefit_run_becomes_pytest_so_the_budget_is_all_pytests(tmp_path: Path
     e = {**os.environ, "WHERE_LOG": str(tmp_path / "where.jsonl")}
     e.pop("PYTEST_ADDOPTS", None)
     cmd = [sys.executable, "-m", "suitefit", "run", "--history", str(tmp_path / "h.sqlite")]
+    t0 = time.time()
     proc = subprocess.Popen([*cmd, "--workers", "1", "--memory-budget", "800MiB", "--", "-p", "no:cacheprovider"],
                             cwd=tmp_path, env=e, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     out, err = proc.communicate(timeout=120)
+    outside = time.time() - t0
     assert proc.returncode == 0, out + err
     assert {r["pid"] for r in where(tmp_path)} == {proc.pid}
     assert "for suitefit run itself" not in err
-    assert err.strip().splitlines()[-1].startswith("suitefit: run 1: wall")
+    last = err.strip().splitlines()[-1]
+    # the wall it compares with the prediction runs from `suitefit run`'s start, as the plan's does
+    m = re.match(r"suitefit: run 1: wall ([\d.]+) (s|ms) from `suitefit run` to now .*pytest's session ([\d.]+) (s|ms)", last)
+    assert m, last
+    command_s, session_s = (float(m[1]) / (1000 if m[2] == "ms" else 1), float(m[3]) / (1000 if m[4] == "ms" else 1))
+    assert session_s < command_s <= outside + 0.05, (session_s, command_s, outside)
+    assert command_s - session_s > 0.1  # Python, the plan, pytest's start: before the session
     with History(tmp_path / "h.sqlite") as h:
         budget = h.runs(limit=1)[0].budget_mb
     assert budget == 800

@@ -50,12 +50,24 @@ class RunClose:
         if self.history.events(self.run_id, "worker_died") and int(session.exitstatus) == EXIT_OK:
             session.exitstatus = 1
 
+    @staticmethod
+    def command_wall_s() -> float | None:
+        """Since this process started, i.e. since `suitefit run` did (exec keeps the pid).
+
+        The span the plan predicts: its wall includes starting the processes (Python,
+        pytest, the conftest import, collection), which pytest's session time leaves out.
+        """
+        from suitefit.measure.proctree import age_s
+
+        return age_s()
+
     def say(self, exitstatus: int) -> None:
         """The closing lines, after pytest's own output; an error line when the run did not plainly pass or fail."""
         h, p = self.history, self.plan
         run = h.run(self.run_id)
         write = self.out.write
-        write(f"suitefit: run {self.run_id}: wall {fmt_s(run.wall_s)} (predicted {fmt_s(p.predicted_wall_s)}), "
+        write(f"suitefit: run {self.run_id}: wall {fmt_s(self.command_wall_s())} from `suitefit run` to now "
+              f"(predicted {fmt_s(p.predicted_wall_s)}; pytest's session {fmt_s(run.wall_s)}), "
               f"peak {fmt_mb(run.peak_rss_mb)} (predicted {fmt_mb(p.predicted_peak_mb)}, "
               f"budget {fmt_mb(p.budget.memory_mb)})\n")
         for line in self.lines:

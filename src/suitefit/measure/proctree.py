@@ -105,6 +105,22 @@ def cmdline(pid: int) -> str:
         return "?"
 
 
+def age_s(pid: int | None = None) -> float | None:
+    """Seconds since ``pid`` started, to 10 ms: /proc's start tick against the uptime clock.
+
+    Not ``time() - create_time()``: create_time adds the start tick to a boot time that
+    /proc gives in whole seconds, so that difference can be off by up to a second.
+    """
+    try:
+        with open(f"/proc/{pid or os.getpid()}/stat", "rb") as f:
+            start_ticks = int(f.read().rsplit(b")", 1)[1].split()[19])
+        with open("/proc/uptime", "rb") as f:
+            uptime = float(f.read().split()[0])
+    except (OSError, IndexError, ValueError):
+        return None
+    return max(0.0, uptime - start_ticks / os.sysconf("SC_CLK_TCK"))
+
+
 def is_running(pid: int, started: float | None) -> bool:
     """``pid`` exists and, when ``started`` is known, is the same process (not a reused pid)."""
     t = create_time(pid)
