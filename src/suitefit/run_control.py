@@ -9,9 +9,8 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import sys
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 import pytest
 
@@ -21,18 +20,9 @@ from suitefit.measure import proctree, reaper
 from suitefit.measure.journal import Heartbeat, Journal, log_writer
 from suitefit.measure.sampler import Sample, TreeSampler
 from suitefit.model import Plan
+from suitefit.streams import original_stderr
 from suitefit.threads import pin_threads
 from suitefit.units import fmt_mb
-
-
-def original_stderr(config: pytest.Config) -> TextIO:
-    """stderr as the user sees it, even while pytest captures fd 2 (single-process runs)."""
-    capman = config.pluginmanager.getplugin("capturemanager")
-    try:
-        fd = capman._global_capturing.err.targetfd_save
-        return os.fdopen(os.dup(fd), "w", buffering=1)
-    except Exception:
-        return sys.__stderr__ or sys.stderr
 
 
 class RunControl:

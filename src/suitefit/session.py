@@ -75,7 +75,7 @@ class RunSide:
         if self.progress is not None or mode == "off":
             return
         from suitefit.report.progress import Progress
-        from suitefit.run_control import original_stderr
+        from suitefit.streams import original_stderr
 
         stream = original_stderr(self.config)
         tty = mode == "live" or (mode == "auto" and stream.isatty())
