@@ -224,6 +224,45 @@ def test_hogs_that_do_not_fit_together_never_overlap(tmp_path: Path) -> None:
         assert h.events(run.id, "sched_wait")  # admission held a hog back at least once
 
 
+def test_hogs_that_must_take_turns_run_back_to_back_on_one_worker(tmp_path: Path) -> None:
+    # A worker runs one test at a time, so the hog it is finishing will have freed its
+    # memory before a hog queued behind it starts: the next hog may queue there. Counting
+    # the running hog against it sent small files in between and left hogs for the end.
+    hog = """
+        import time, pytest
+        from where import record
+        @pytest.fixture(scope="module")
+        def ballast():
+            b = bytearray(250 * 1024 * 1024)
+            for i in range(0, len(b), 4096):
+                b[i] = 1
+            yield b
+        def test_1(ballast):
+            record("{n}::1")
+            time.sleep(0.4)
+        def test_2(ballast):
+            time.sleep(0.4)
+            record("{n}::2")
+        """
+    files = {f"test_h{i}.py": hog.format(n=f"h{i}") for i in (1, 2, 3)}
+    files.update({f"test_s{i}.py": plain_file(f"s{i}", n=3, sleep=0.1) for i in range(1, 7)})
+    write_suite(tmp_path, files)
+    plan = write_plan(tmp_path, [(f"tests/test_h{i}.py", [f"tests/test_h{i}.py"], 260.0) for i in (1, 2, 3)]
+                      + [(f"tests/test_s{i}.py", [f"tests/test_s{i}.py"], 5.0) for i in range(1, 7)], budget_mb=600)
+    res, _ = run_planned(tmp_path, plan, "-n", "2")
+    assert res.returncode == 0, res.stdout + res.stderr
+    rows = where(tmp_path)
+    hog_workers = {r["worker"] for r in rows if r["test"].startswith("h")}
+    assert len(hog_workers) == 1, rows
+    (w,) = hog_workers
+    on_w = [r["test"].split("::")[0] for r in sorted(rows, key=lambda r: r["t"]) if r["worker"] == w]
+    firsts = list(dict.fromkeys(on_w))  # files in the order the worker ran them
+    assert firsts[:3] == ["h1", "h2", "h3"], on_w
+    with History(tmp_path / "h.sqlite") as h:
+        run = h.runs(limit=1)[0]
+        assert (run.peak_rss_mb or 0) <= 600, run.peak_rss_mb
+
+
 def test_suitefit_run_becomes_pytest_so_the_budget_is_all_pytests(tmp_path: Path) -> None:
     # `suitefit run` execs into pytest: no waiting CLI process holds memory beside the run,
     # so pytest gets the whole budget. Checked where it shows: the tests run in the very

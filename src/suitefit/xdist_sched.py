@@ -43,7 +43,8 @@ class _Assigned:
 
 class SuitefitScheduling:
     def __init__(self, config: Any, log: Any, plan: Plan, *, numnodes: int, live: LiveMemory,
-                 journal: Journal | None = None, on_decision: DecisionSink | None = None) -> None:
+                 journal: Journal | None = None, on_decision: DecisionSink | None = None,
+                 floor: Callable[[], dict[str, float]] | None = None) -> None:
         self.config = config
         self.log = log
         self.plan = plan
@@ -52,6 +53,9 @@ class SuitefitScheduling:
         self.journal = journal
         self.on_decision = on_decision or (lambda *a: None)
         self.budget_mb: float | None = plan.budget.memory_mb or None
+        self._fixture_mb = {f.name: f.mb for f in plan.fixtures}  # stays resident once set up
+        self._node_fixtures: dict[Any, set[str]] = {}  # fixtures of the units a node was given
+        self.floor = floor or (lambda: {})  # worker id -> its lowest measured memory (its idle floor)
         self.node2collection: dict[Any, list[str]] = {}
         self.node2pending: dict[Any, list[int]] = {}
         self.node2units: dict[Any, deque[_Assigned]] = {}
@@ -226,6 +230,27 @@ class SuitefitScheduling:
                 total += max(0.0, a.unit.peak_mb - (now - a.start_mb)) if a.started else a.unit.peak_mb
         return total
 
+    def _leaves_before_next(self, node: Any, worker_mb: dict[str, float]) -> float:
+        """Memory this node's running unit added that is gone before a unit queued behind it starts.
+
+        A worker runs one test at a time, so the unit queued now starts only after the
+        running one's last teardown: what the worker holds above its lowest measured
+        memory, less the session fixtures its units leave resident (the plan's
+        ``fixtures``), does not stand beside the queued unit. Without this a worker holding
+        a hog could never queue the next hog, and under a tight budget hogs were left for
+        the end instead of running back to back. The lowest reading, not the reading when
+        the unit started: that one can still show the previous unit, freed since (the
+        samples are 0.1 s apart). A unit the plan never measured keeps its growth counted.
+        """
+        wid = node.gateway.id
+        now = worker_mb.get(wid, 0.0)
+        running = next((a for a in self.node2units.get(node, ()) if a.started and a.left), None)
+        low = self.floor().get(wid)
+        if running is None or running.unit.name.startswith("new:") or low is None:
+            return 0.0
+        resident = sum(self._fixture_mb.get(f, 0.0) for f in self._node_fixtures.get(node, ()))
+        return max(0.0, now - low - resident)
+
     def _fill_all(self, first: Any = None) -> None:
         order = [first] if first is not None and first in self.node2pending else []
         order += [n for n in self.node2pending if n is not first]
@@ -242,7 +267,8 @@ class SuitefitScheduling:
         while len(self.node2pending[node]) < 2 and self.pending_units:
             tree_mb, worker_mb = self.live()
             others_busy = any(self._running(n) for n in self.node2pending if n is not node)
-            d = choose_next(self.pending_units, live_mb=tree_mb, reserved_mb=self._reserved(node, worker_mb),
+            live_mb = tree_mb - self._leaves_before_next(node, worker_mb)
+            d = choose_next(self.pending_units, live_mb=live_mb, reserved_mb=self._reserved(node, worker_mb),
                             budget_mb=self.budget_mb, others_busy=others_busy)
             wid = node.gateway.id
             if isinstance(d, Wait):
@@ -255,6 +281,7 @@ class SuitefitScheduling:
             del self.pending_units[d.index]
             indices = self.unit_indices[d.unit.name]
             self.node2units[node].append(_Assigned(d.unit, indices, set(indices)))
+            self._node_fixtures.setdefault(node, set()).update(d.unit.fixtures)
             self.node2pending[node].extend(indices)
             self.placement.setdefault(wid, []).append(d.unit.name)
             self.on_decision("over-budget" if d.over_budget else "admit", wid, d.unit.name, d.reason)
