@@ -38,6 +38,22 @@ class FixtureCost:
 
 
 @dataclass(frozen=True)
+class GroupingRules:
+    """When a fixture is expensive enough that its users should share a worker.
+
+    Here, not in ``plan.grouping``: the profile summary and ``compare`` apply the same
+    rule to a recorded run, and a measured run should not load the planner to read it.
+    """
+
+    setup_s: float = 0.5  # slow to set up
+    procs: int = 1  # starts processes
+    mb: float = 100.0  # holds much memory
+
+
+DEFAULT_RULES = GroupingRules()
+
+
+@dataclass(frozen=True)
 class WorkerCost:
     """Fixed cost of one more xdist worker: interpreter start, conftest import, collection."""
 

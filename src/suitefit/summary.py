@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from suitefit.history import History
-from suitefit.plan.grouping import DEFAULT_RULES
+from suitefit.model import DEFAULT_RULES
 
 
 @dataclass(frozen=True)

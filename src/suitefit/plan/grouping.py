@@ -13,23 +13,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from suitefit.errors import SuitefitError
-from suitefit.model import CostModel, FileCost, FixtureCost, Unit
+from suitefit.model import DEFAULT_RULES, CostModel, FileCost, FixtureCost, GroupingRules, Unit
 from suitefit.units import fmt_mb, fmt_s
 
 # Fixtures that live until the worker ends; module/class scopes repeat per file anyway.
 PERSISTENT_SCOPES = frozenset({"session", "package"})
 
 
-@dataclass(frozen=True)
-class GroupingRules:
-    """When a fixture is expensive enough that its users should share a worker."""
-
-    setup_s: float = 0.5  # slow to set up
-    procs: int = 1  # starts processes
-    mb: float = 100.0  # holds much memory
-
-
-DEFAULT_RULES = GroupingRules()
 # A group is split only when that saves more than this share of its predicted finish
 # (like an extra worker in plan.workers): below run-to-run noise it only duplicates the pool.
 SPLIT_PAYS_FRACTION = 0.02
