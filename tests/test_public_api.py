@@ -57,3 +57,19 @@ def test_a_measured_run_loads_no_planner_or_run_control(tmp_path) -> None:  # ty
                          capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stdout + res.stderr
     assert (tmp_path / "loaded.txt").read_text().split() == ["suitefit.summary"]  # the summary ran, alone
+
+
+def test_planner_functions_named_like_their_modules_stay_functions() -> None:
+    """`suitefit.plan.simulate` is a module and `suitefit.plan.simulate` the function: the package binds the function.
+
+    A lazy package (module ``__getattr__``) returned the module whenever the submodule had
+    been imported first; a clean-clone CI run caught it under one test order.
+    """
+    import subprocess
+    import sys
+
+    code = ("import suitefit.plan.simulate, suitefit.plan.shards\n"
+            "from suitefit.plan import simulate, hash_shard, make_plan\n"
+            "print(callable(simulate), callable(hash_shard), callable(make_plan))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["True", "True", "True"]
