@@ -125,6 +125,27 @@ def test_group_placement_on_the_oldest_supported_pytest(tmp_path: Path) -> None:
     check_group_placement(tmp_path, res)
 
 
+@pytest.mark.slow
+def test_suitefit_run_end_to_end_on_the_oldest_supported_pytest(tmp_path: Path) -> None:
+    # The CLI execs into pytest 8.0.2 + xdist 3.5.0: the plugin there must say the closing
+    # lines and keep pytest's exit codes (a pass, and exit 5 as a one-line error).
+    python = make_venv(OLDEST, with_suitefit=True)
+    write_suite(tmp_path, {"test_a.py": plain_file("a", n=3), "test_b.py": plain_file("b", n=3)})
+    e = {**os.environ, "WHERE_LOG": str(tmp_path / "where.jsonl")}
+    e.pop("PYTEST_ADDOPTS", None)
+    cmd = [str(python.parent / "suitefit"), "run", "--workers", "2"]
+    ok = subprocess.run([*cmd, "--", "-p", "no:cacheprovider"], cwd=tmp_path, env=e, text=True,
+                        capture_output=True, timeout=180)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert ok.stderr.strip().splitlines()[-1].startswith("suitefit: run 1: wall"), ok.stderr
+    assert {r["worker"] for r in where(tmp_path)} == {"gw0", "gw1"}
+    none = subprocess.run([*cmd, "--", "-p", "no:cacheprovider", "-k", "nothing_matches"], cwd=tmp_path, env=e,
+                          text=True, capture_output=True, timeout=180)
+    assert none.returncode == 5, none.stdout + none.stderr
+    errors = [ln for ln in none.stderr.splitlines() if ln.startswith("suitefit: error:")]
+    assert len(errors) == 1 and "no tests" in errors[0] and "Traceback" not in none.stderr
+
+
 def test_thread_pools_pinned_unless_the_user_set_them(tmp_path: Path) -> None:
     write_suite(tmp_path, {"test_a.py": plain_file("a", n=2), "test_b.py": plain_file("b", n=2)})
     plan = write_plan(tmp_path, [("tests/test_a.py", ["tests/test_a.py"], 1), ("tests/test_b.py", ["tests/test_b.py"], 1)])
