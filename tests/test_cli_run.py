@@ -114,3 +114,16 @@ def test_a_run_whose_pytest_was_killed_is_settled_not_left_running(tmp_path: Pat
     assert again.returncode == 0, again.stderr
     with History(tmp_path / ".suitefit" / "history.sqlite") as h:
         assert [r.status for r in h.runs()] == ["passed", "crashed"]  # a live run is never settled
+
+
+def test_pytest_rejecting_its_arguments_closes_the_run_with_one_line(tmp_path: Path) -> None:
+    # pytest stops before any plugin is configured; suitefit's run (opened before the exec)
+    # is closed at exit, with one line after pytest's own usage error.
+    project(tmp_path)
+    res = suitefit("run", "--", "--no-such-pytest-flag", cwd=tmp_path, env={"WHERE_LOG": str(tmp_path / "w")})
+    assert res.returncode == 4
+    assert "unrecognized arguments: --no-such-pytest-flag" in res.stderr
+    assert_one_line_error(res, "pytest stopped before its session started")
+    with History(tmp_path / ".suitefit" / "history.sqlite") as h:
+        (run,) = h.runs()
+    assert run.status == "error"

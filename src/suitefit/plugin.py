@@ -35,6 +35,46 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                 help="progress on stderr: a live line on a terminal, plain lines every 10 s otherwise (auto)")
     g.addoption("--suitefit-grace", type=float, default=3.0, metavar="S",
                 help="seconds a process left behind by a test may live on before it is ended (default 3)")
+    _watch_for_an_early_end()
+
+
+_configured = False
+
+
+def _watch_for_an_early_end() -> None:
+    """`suitefit run` execs into pytest with its run already open. If pytest stops before
+    configuring plugins (a usage error, a conftest that fails to import, --version),
+    nothing here would ever close that run: close it at exit and say so in one line.
+    Only for that process (the CLI always writes ``--suitefit-run-id=N``); costs nothing
+    otherwise.
+    """
+    import sys
+
+    vals = {a.split("=", 1)[0]: a.split("=", 1)[1] for a in sys.argv[1:] if a.startswith("--suitefit-") and "=" in a}
+    if "--suitefit-run-id" not in vals or "--suitefit-history" not in vals:
+        return
+    import atexit
+
+    atexit.register(_close_unstarted_run, vals["--suitefit-history"], vals["--suitefit-run-id"])
+
+
+def _close_unstarted_run(history_path: str, run_id: str) -> None:
+    if _configured:
+        return
+    import sys
+
+    try:
+        from suitefit.history import History
+
+        with History(history_path, create=False) as h:
+            if h.run(int(run_id)).status != "running":
+                return
+            h.update_run(int(run_id), status="error")
+            h.merge_run_meta(int(run_id), ended_unrecorded="pytest stopped before its session started")
+        sys.stderr.write(f"suitefit: error: run {run_id}: pytest stopped before its session started "
+                         "(see its output above): nothing was measured\n")
+    except Exception as e:  # at exit: one line, never a traceback
+        sys.stderr.write(f"suitefit: error: run {run_id} could not be closed: {e}\n")
 
 
 def _enabled(config: pytest.Config) -> bool:
@@ -43,6 +83,8 @@ def _enabled(config: pytest.Config) -> bool:
 
 @pytest.hookimpl(trylast=True)
 def pytest_configure(config: pytest.Config) -> None:
+    global _configured
+    _configured = True
     if not _enabled(config):
         return
     from suitefit.session import configure
