@@ -373,13 +373,17 @@ class History:
             cur.update(meta)
             db.execute("UPDATE runs SET meta = ? WHERE id = ?", (json.dumps(cur), run_id))
 
-    def settle_abandoned(self, alive: Callable[[int, float | None], bool]) -> list[int]:
+    def settle_abandoned(self, alive: Callable[[int, float | None], bool] | None = None) -> list[int]:
         """Close runs still 'running' whose owning process is gone; their ids.
 
         A run's owner (``meta.pid``, ``meta.pid_started``) ends it when it ends; one
         killed outright (SIGKILL, the OOM killer, a cancelled CI job) cannot, so the
         next command that opens the history does, rather than leave it running forever.
         """
+        if alive is None:
+            from suitefit.measure.proctree import is_running
+
+            alive = is_running
         rows = self.execute("SELECT id, meta FROM runs WHERE status = 'running'")
         gone: list[int] = []
         for run_id, meta_text in rows:

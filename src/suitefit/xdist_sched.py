@@ -221,6 +221,9 @@ class SuitefitScheduling:
         n = len(self.node2pending.get(node, ()))
         return n >= 2 or (n >= 1 and node in self._shutdown)
 
+    def _others_busy(self, node: Any) -> bool:
+        return any(self._running(n) for n in self.node2pending if n is not node)
+
     def _reserved(self, except_node: Any, worker_mb: dict[str, float]) -> float:
         """Predicted peaks other workers hold that their live memory does not show yet."""
         total = 0.0
@@ -281,7 +284,7 @@ class SuitefitScheduling:
         if held is None or held.started:
             return True
         tree_mb, worker_mb = self.live()
-        others_busy = any(self._running(n) for n in self.node2pending if n is not node)
+        others_busy = self._others_busy(node)
         room = self.budget_mb - tree_mb - self._reserved(node, worker_mb)
         if held.unit.peak_mb <= room or not others_busy:
             return True
@@ -294,7 +297,7 @@ class SuitefitScheduling:
     def _fill(self, node: Any) -> None:
         while len(self.node2pending[node]) < 2 and self.pending_units:
             tree_mb, worker_mb = self.live()
-            others_busy = any(self._running(n) for n in self.node2pending if n is not node)
+            others_busy = self._others_busy(node)
             live_mb = tree_mb - self._leaves_before_next(node, worker_mb)
             d = choose_next(self.pending_units, live_mb=live_mb, reserved_mb=self._reserved(node, worker_mb),
                             budget_mb=self.budget_mb, others_busy=others_busy)

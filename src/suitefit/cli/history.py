@@ -21,9 +21,7 @@ from suitefit.units import fmt_mb, fmt_s
 def command(history_path: Path | None, limit: int, as_json: bool) -> None:
     """List the recorded runs."""
     h = open_history(history_path, create=False)
-    from suitefit.measure.proctree import is_running
-
-    h.settle_abandoned(is_running)  # a run whose process was killed is not still running
+    h.settle_abandoned()  # a run whose process was killed is not still running
     runs = h.runs(limit=limit)
     if as_json:
         click.echo(json.dumps([

@@ -83,9 +83,7 @@ def command(history_path: Path | None, memory_budget: str | None, workers: int |
     else:
         plan = make_plan(costs, budget)
     h = History(path)
-    from suitefit.measure.proctree import is_running
-
-    h.settle_abandoned(is_running)
+    h.settle_abandoned()
     if not existed or costs.runs_used == 0:
         click.echo("suitefit: no measured runs in the history yet: a safe first plan "
                    "(every file at a default cost); this run's measurements plan the next one", err=True)
