@@ -8,6 +8,7 @@ never duplicate. Schema changes bump ``SCHEMA_VERSION`` and add a migration.
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -108,6 +109,11 @@ CREATE TABLE IF NOT EXISTS events (
 );
 CREATE INDEX IF NOT EXISTS events_by_run ON events(run_id, kind);
 """
+_TABLES = frozenset(m.group(1) for m in re.finditer(r"CREATE TABLE IF NOT EXISTS (\w+)", _SCHEMA))
+
+# Columns added to a table after it first shipped: (table, column, declaration).
+# Append here (never edit a shipped line); ``_migrate`` adds what a history lacks.
+_ADDED_COLUMNS: tuple[tuple[str, str, str], ...] = ()
 
 
 @dataclass
@@ -296,19 +302,33 @@ class History:
             raise self._explain(e) from None
 
     def _migrate(self) -> None:
+        """Create what is missing: tables in ``_SCHEMA``, columns in ``_ADDED_COLUMNS``.
+
+        Additive changes need no version bump (an older suitefit ignores what it does not
+        know); ``SCHEMA_VERSION`` moves only for changes an older reader would misread.
+        """
         version = self._db.execute("PRAGMA user_version").fetchone()[0]
         if version > SCHEMA_VERSION:
             raise SuitefitError(
                 f"history {self.path} has schema {version}, newer than this suitefit's "
                 f"{SCHEMA_VERSION}: upgrade suitefit"
             )
-        if version == SCHEMA_VERSION:
+        have = {r[0] for r in self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        missing_cols = [(t, c, decl) for t, c, decl in _ADDED_COLUMNS
+                        if t in have and c not in self._columns(t)]
+        if version == SCHEMA_VERSION and have >= _TABLES and not missing_cols:
             return
         with self._tx() as db:
             for stmt in _SCHEMA.split(";"):
                 if stmt.strip():
                     db.execute(stmt)
+            for t, c, decl in _ADDED_COLUMNS:
+                if c not in self._columns(t):
+                    db.execute(f"ALTER TABLE {t} ADD COLUMN {c} {decl}")
             db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+    def _columns(self, table: str) -> set[str]:
+        return {r[1] for r in self._db.execute(f"PRAGMA table_info({table})")}
 
     def close(self) -> None:
         self._db.close()
