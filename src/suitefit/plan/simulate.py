@@ -100,35 +100,38 @@ def simulate(plan: Plan, *, startup_s: float, baseline_mb: float, budget_mb: flo
         spans[u.name] = (w, now, now + dur)
         push(now + dur - st.last, "ask", w)
 
-    def apply(w: str, ds: list[Decision], now: float) -> bool:
-        st = ws[w]
-        decided = False
+    def apply(ds: list[Decision], now: float) -> set[str]:
+        """Carry out decisions (each names its worker); returns the workers that got an answer."""
+        decided: set[str] = set()
         for d in ds:
+            st = ws[d.worker]
             if isinstance(d, Release):
                 releases.append(d)
                 st.release.add(d.fixture)
             elif isinstance(d, Send):
-                placement[w].append(d.unit.name)
-                decided = True
+                placement[d.worker].append(d.unit.name)
+                decided.add(d.worker)
                 if st.unit is None:
-                    start(w, d.unit, now)
+                    start(d.worker, d.unit, now)
                 else:
                     st.next = d.unit
             elif isinstance(d, Shutdown):
-                decided = True
+                decided.add(d.worker)
                 st.down = True
-        if decided and st.unit is not None and st.held:
-            st.held = False
-            push(now + st.last, "end", w)
-        if decided and st.unit is None and st.down:
-            core.worker_down(w)
+        for w in decided:
+            st = ws[w]
+            if w in waiting:
+                waiting.remove(w)
+            if st.unit is not None and st.held:
+                st.held = False
+                push(now + st.last, "end", w)
+            if st.unit is None and st.down:
+                core.worker_down(w)
         return decided
 
     def ask(w: str, now: float) -> None:
         nonlocal peak
-        if w in waiting:
-            waiting.remove(w)
-        if not apply(w, core.want(w, now, holding=ws[w].unit is not None), now):
+        if w not in apply(core.want(w, now, holding=ws[w].unit is not None), now) and w not in waiting:
             waiting.append(w)
         peak = max(peak, core.predicted_mb)
 
@@ -160,7 +163,8 @@ def simulate(plan: Plan, *, startup_s: float, baseline_mb: float, budget_mb: flo
         elif st.down:
             core.worker_down(w)
         for w2 in list(waiting):
-            ask(w2, t)
+            if w2 in waiting:
+                ask(w2, t)
     if not core.finished:
         raise AssertionError(f"the core made no progress: {core.pending} unit(s) pending, "
                              f"workers waiting: {waiting}")  # a bug: the core must always progress
