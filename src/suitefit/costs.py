@@ -10,13 +10,15 @@ to set it up first on its worker, so the planner can count them once per worker.
 
 from __future__ import annotations
 
+import re
 import statistics
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from suitefit.config import Config
 from suitefit.history import History
-from suitefit.model import CostModel, FileCost, FixtureCost, WorkerCost
+from suitefit.model import CostModel, FileCost, FixtureCost, OrderConstraint, WorkerCost
+from suitefit.plan.constraints import merge_constraints
 from suitefit.plan.planner import default_file_cost
 from suitefit.units import fmt_mb, fmt_s
 
@@ -39,6 +41,9 @@ def build_cost_model(history: History | None, *, files: Sequence[str] = (),
                      default_mb: float | None = None) -> CostModel:
     """A CostModel from ``history``; ``files`` never seen (and declared ones) get a stated default."""
     declared = {str(k): tuple(v) for k, v in (groups or {}).items()}
+    learned, dropped = learned_constraints(history) if history is not None else ([], [])
+    declared, honoured, contradicted = merge_constraints(declared, learned)
+    dropped += contradicted
     notes: list[str] = []
     run_ids: list[int] = []
     if history is not None:
@@ -85,8 +90,44 @@ def build_cost_model(history: History | None, *, files: Sequence[str] = (),
         serial_peak_mb=serial_peak,
         runs_used=len(used_runs),
         declared_groups=declared,
-        notes=tuple(notes),
+        notes=tuple(notes) + tuple(f"learned order: {c.explain()}" for c in honoured),
+        constraints=tuple(honoured),
+        dropped_constraints=tuple(dropped),
     )
+
+
+def learned_constraints(history: History) -> tuple[list[OrderConstraint], list[str]]:
+    """The history's order constraints, minus stale ones (one line each for those).
+
+    Stale: a file no longer under the rootdir it was found in, or a test function no
+    longer defined in its file (renamed or deleted). Read from the file, not from the
+    newest run: a run with ``-k`` or ``--deselect`` would otherwise make constraints vanish.
+    """
+    out: list[OrderConstraint] = []
+    dropped: list[str] = []
+    for c in history.constraints():
+        gone = next((n for n in (c.culprit, c.test) if not _defined(c.rootdir, n)), None)
+        if gone is not None:
+            dropped.append(f"constraint dropped: {gone} no longer exists "
+                           f"({c.kind} {c.culprit} -> {c.test}, found by {c.source})")
+            continue
+        out.append(OrderConstraint(first=c.first_file, second=c.second_file, kind=c.kind, test=c.test,
+                                   culprit=c.culprit, evidence=f"{c.evidence}; found by {c.source}"))
+    return out, dropped
+
+
+def _defined(rootdir: str, nodeid: str) -> bool:
+    """Does ``nodeid``'s file still exist and define its test function? (True when unknowable.)"""
+    if not rootdir:
+        return True
+    file, _, rest = nodeid.partition("::")
+    path = Path(rootdir) / file
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False
+    name = rest.split("::")[-1].split("[", 1)[0]
+    return not name or re.search(rf"\bdef {re.escape(name)}\b", text) is not None
 
 
 def _fixtures(history: History, run_ids: Sequence[int]) -> tuple[
