@@ -12,6 +12,7 @@ order or an earlier constraint) is dropped with a line saying so. Pure.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from itertools import pairwise
 
 from suitefit.model import OrderConstraint
 
@@ -59,7 +60,7 @@ def merge_constraints(declared: Mapping[str, Sequence[str]], constraints: Sequen
         for f in files:
             add_node(f)
             owner.setdefault(f, name)
-        for a, b in zip(files, files[1:]):
+        for a, b in pairwise(files):
             edges.setdefault(a, set()).add(b)
             parent[find(b)] = find(a)
     kept: list[OrderConstraint] = []
