@@ -11,6 +11,7 @@ say anything; the next suitefit command marks its run crashed
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -34,6 +35,9 @@ class RunClose:
         self.lines: list[str] = []
         self.explain_max = explain_max  # new failures to diagnose (--explain-failures), 0: none
         self.explain_s = explain_s
+        # Made at configure time, before any test ran: a one-process run's tests change this
+        # process's environment, and a replay must start from what the run started from.
+        self.env = dict(os.environ)
 
     def at_sessionfinish(self, session: Any) -> None:
         """What can still change the exit status: the shard's result file, a dead worker."""
@@ -104,6 +108,6 @@ class RunClose:
 
         try:
             explain_run(self.history, self.run_id, say=say, diagnose_max=self.explain_max,
-                        time_box_s=self.explain_s)
+                        time_box_s=self.explain_s, env=self.env)
         except SuitefitError as e:
             say(f"suitefit: error: run {self.run_id}: explaining its failures: {e}")

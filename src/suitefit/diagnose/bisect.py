@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -149,8 +149,10 @@ class Replayer:
     """
 
     def __init__(self, nodeid: str, cwd: Path, pytest_args: Sequence[str] = (),
-                 timeout_s: float | None = None, progress: Callable[[str], None] | None = None) -> None:
+                 timeout_s: float | None = None, progress: Callable[[str], None] | None = None,
+                 env: Mapping[str, str] | None = None) -> None:
         self.nodeid = nodeid
+        self.env = env
         self.cwd = cwd
         self.pytest_args = list(pytest_args)
         self.timeout_s = timeout_s
@@ -160,7 +162,8 @@ class Replayer:
     def outcome(self, subset: Sequence[str]) -> str:
         nodeid = self.nodeid
         self.runs += 1
-        res = run_pytest([*self.pytest_args, *subset, nodeid], cwd=self.cwd, timeout_s=self.timeout_s)
+        res = run_pytest([*self.pytest_args, *subset, nodeid], cwd=self.cwd, timeout_s=self.timeout_s,
+                         env=self.env)
         got = res.outcome_of(nodeid)
         if got is None and any(_file(nodeid).startswith(c.split("::", 1)[0]) for c in res.collect_errors):
             got = "error"  # its file did not import in this order: a failure like any other

@@ -19,7 +19,7 @@ history, honoured as a group by the next plan (``costs.learned_constraints``).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -92,9 +92,9 @@ def _files_in_order(nodeids: Sequence[str], limit: int = 4) -> str:
 def explain_line(nf: NewFailure) -> str:
     """One line: where it failed and after what, where it passed and after what, how to reproduce."""
     runs = ", ".join(str(r) for r in nf.passed_in[:5]) + (" ..." if len(nf.passed_in) > 5 else "")
-    now = _files_in_order(nf.prefix)
+    now = _files_in_order(nf.prefix) if nf.prefix else "nothing (first on its worker)"
     last = f"; last {nf.prefix[-1]}" if nf.prefix else ""
-    then = _files_in_order(nf.pass_prefix)
+    then = _files_in_order(nf.pass_prefix) if nf.pass_prefix else "nothing"
     if len(nf.prefix) <= MAX_INLINE_IDS:
         repro = reproducer([*nf.prefix, nf.nodeid])
     else:
@@ -142,6 +142,7 @@ class OutOfTime(Exception):
 
 
 def diagnose(nf: NewFailure, *, cwd: Path, deadline: float, pytest_args: Sequence[str] = (),
+             env: Mapping[str, str] | None = None,
              progress: Callable[[str], None] | None = None) -> Diagnosis:
     """Bisect one new failure in fresh processes, within ``run_budget`` runs and ``deadline``."""
 
@@ -153,7 +154,7 @@ def diagnose(nf: NewFailure, *, cwd: Path, deadline: float, pytest_args: Sequenc
             self.timeout_s = left
             return super().outcome(subset)
 
-    rep = TimedReplayer(nf.nodeid, cwd, pytest_args, None, progress)
+    rep = TimedReplayer(nf.nodeid, cwd, pytest_args, None, progress, env)
     n = max(len(nf.prefix), len(nf.pass_prefix))
     try:
         alone = rep.outcome([])
@@ -241,8 +242,13 @@ def remember(history: History, verdict: str, test: str, culprit: str | None, evi
 
 
 def explain_run(history: History, run_id: int, *, say: Callable[[str], None], diagnose_max: int = 0,
-                time_box_s: float = 300.0, pytest_args: Sequence[str] = ()) -> list[Diagnosis]:
-    """The end-of-run lines for new failures; with ``diagnose_max``, diagnose that many and remember."""
+                time_box_s: float = 300.0, pytest_args: Sequence[str] = (),
+                env: Mapping[str, str] | None = None) -> list[Diagnosis]:
+    """The end-of-run lines for new failures; with ``diagnose_max``, diagnose that many and remember.
+
+    ``env`` is the environment the run started with: after a one-process run, this
+    process's own holds whatever its tests left in it (the very pollution diagnosed).
+    """
     failures = new_failures(history, run_id)
     for nf in failures:
         say(explain_line(nf))
@@ -254,7 +260,7 @@ def explain_run(history: History, run_id: int, *, say: Callable[[str], None], di
     out: list[Diagnosis] = []
     for nf in failures[:diagnose_max]:
         try:
-            d = diagnose(nf, cwd=cwd, deadline=deadline, pytest_args=pytest_args)
+            d = diagnose(nf, cwd=cwd, deadline=deadline, pytest_args=pytest_args, env=env)
         except SuitefitError as e:
             say(f"suitefit: diagnosis: {nf.nodeid}: could not replay: {e}")
             continue
