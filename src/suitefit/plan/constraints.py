@@ -91,6 +91,8 @@ def merge_constraints(declared: Mapping[str, Sequence[str]], constraints: Sequen
             name = "+".join(names)
         else:
             learned += 1
+            while f"{LEARNED_PREFIX}{learned}" in as_declared:  # never take a declared group's name
+                learned += 1
             name = f"{LEARNED_PREFIX}{learned}"
         groups[name] = tuple(order)
     return groups, kept, dropped
