@@ -27,11 +27,13 @@ from suitefit import timing
 from suitefit.diagnose.bisect import Replayer, find_culprit
 from suitefit.diagnose.pytest_runs import is_ok, reproducer
 from suitefit.errors import SuitefitError
-from suitefit.history import ConstraintRecord, History, TestRecord
+from suitefit.history import ConstraintRecord, History
 
 REFERENCE_KINDS_EXCLUDED = ("sweep", "compare")  # one file alone, or another configuration
 MAX_INLINE_IDS = 20  # a longer reproducer is `suitefit bisect`, which replays it exactly
 FLAKY_REPEATS = 5  # runs of TEST alone when nothing before it is left to blame
+MAX_EXPLAINED = 20  # failed tests examined at the end of a run (a broken import fails them all)
+CLEARING_RUNS = 5  # recent passing runs whose prefixes clear tests of being the polluter
 
 
 @dataclass
@@ -49,38 +51,46 @@ class NewFailure:
     cleared: set[str] = field(default_factory=set)  # ran before it in some run where it passed
 
 
-def _prefix(history: History, run_id: int, test: TestRecord) -> list[str]:
+def _prefix(history: History, run_id: int, worker: str, seq: int) -> list[str]:
     rows = history.execute("SELECT nodeid FROM tests WHERE run_id = ? AND worker = ? AND seq >= 0 "
-                           "AND seq < ? ORDER BY seq", [run_id, test.worker, test.seq])
+                           "AND seq < ? ORDER BY seq", [run_id, worker, seq])
     return [str(r[0]) for r in rows]
 
 
-def new_failures(history: History, run_id: int) -> list[NewFailure]:
-    """This run's failed tests that passed in another finished, recorded suite run."""
+def new_failures(history: History, run_id: int, limit: int = MAX_EXPLAINED) -> tuple[list[NewFailure], int]:
+    """This run's failed tests that passed in another finished, recorded suite run (the first
+    ``limit`` in run order), and how many failed tests were left unexamined past that."""
+    failed = [t for t in history.tests(run_id) if not is_ok(t.outcome)]
+    failed.sort(key=lambda t: (t.started, t.worker, t.seq))
+    examined, skipped = failed[:limit], max(0, len(failed) - limit)
+    if not examined:
+        return [], skipped
     kinds = ",".join("?" * len(REFERENCE_KINDS_EXCLUDED))
+    ids = ",".join("?" * len(examined))
+    passes: dict[str, list[tuple[int, str, int]]] = {}
+    # One query for all of them: the tests table has no index by node id alone.
+    for nodeid, rid, worker, seq in history.execute(
+            f"SELECT t.nodeid, t.run_id, t.worker, t.seq FROM tests t JOIN runs r ON r.id = t.run_id "
+            f"WHERE t.nodeid IN ({ids}) AND t.run_id != ? AND r.status != 'running' "
+            f"AND r.kind NOT IN ({kinds}) AND t.outcome IN ('passed', 'skipped', 'xfailed', 'xpassed') "
+            f"ORDER BY t.run_id DESC",
+            [*(t.nodeid for t in examined), run_id, *REFERENCE_KINDS_EXCLUDED]):
+        passes.setdefault(str(nodeid), []).append((int(rid), str(worker), int(seq)))
     out: list[NewFailure] = []
-    for t in history.tests(run_id):
-        if is_ok(t.outcome) or t.outcome == "missing":
-            continue
-        rows = history.execute(
-            f"SELECT t.run_id, t.worker, t.seq FROM tests t JOIN runs r ON r.id = t.run_id "
-            f"WHERE t.nodeid = ? AND t.run_id != ? AND r.status != 'running' AND r.kind NOT IN ({kinds}) "
-            f"AND t.outcome IN ('passed', 'skipped', 'xfailed', 'xpassed') ORDER BY t.run_id DESC",
-            [t.nodeid, run_id, *REFERENCE_KINDS_EXCLUDED])
+    for t in examined:
+        rows = passes.get(t.nodeid)
         if not rows:
             continue
-        passed = [int(r[0]) for r in rows]
         cleared: set[str] = set()
         pass_prefix: list[str] = []
-        for i, (rid, worker, seq) in enumerate(rows):
-            rec = TestRecord(int(rid), t.nodeid, t.file, str(worker), int(seq), 0, 0, 0, 0, 0, 0, "")
-            p = _prefix(history, int(rid), rec)
+        for i, (rid, worker, seq) in enumerate(rows[:CLEARING_RUNS]):
+            p = _prefix(history, rid, worker, seq)
             cleared.update(p)
             if i == 0:
                 pass_prefix = p
-        out.append(NewFailure(t.nodeid, t.outcome, run_id, t.worker, _prefix(history, run_id, t),
-                              passed, str(rows[0][1]), pass_prefix, cleared))
-    return out
+        out.append(NewFailure(t.nodeid, t.outcome, run_id, t.worker, _prefix(history, run_id, t.worker, t.seq),
+                              [r[0] for r in rows], rows[0][1], pass_prefix, cleared))
+    return out, skipped
 
 
 def _files_in_order(nodeids: Sequence[str], limit: int = 4) -> str:
@@ -249,9 +259,12 @@ def explain_run(history: History, run_id: int, *, say: Callable[[str], None], di
     ``env`` is the environment the run started with: after a one-process run, this
     process's own holds whatever its tests left in it (the very pollution diagnosed).
     """
-    failures = new_failures(history, run_id)
+    failures, unexamined = new_failures(history, run_id)
     for nf in failures:
         say(explain_line(nf))
+    if unexamined:
+        say(f"suitefit: {unexamined} more failed test(s) not compared with the history "
+            f"(the first {MAX_EXPLAINED} were)")
     if not failures or diagnose_max <= 0:
         return []
     run = history.run(run_id)
