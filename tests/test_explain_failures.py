@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -31,7 +32,10 @@ SUITEFIT = [sys.executable, "-m", "suitefit"]
 
 
 def cli(*args: str, cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*SUITEFIT, *args], capture_output=True, text=True, cwd=cwd, timeout=timeout)
+    # As a user would: not inside the xdist worker this test may run in.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST_")}
+    return subprocess.run([*SUITEFIT, *args], capture_output=True, text=True, cwd=cwd, timeout=timeout,
+                          env=env)
 
 
 def oc(first: str, second: str, kind: str = "provider") -> OrderConstraint:

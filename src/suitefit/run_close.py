@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from suitefit.errors import SuitefitError
-from suitefit.exits import EXIT_OK, explain_exit
+from suitefit.exits import EXIT_FAILED, EXIT_OK, explain_exit
 from suitefit.history import History
 from suitefit.model import Plan
 from suitefit.units import fmt_mb, fmt_s
@@ -88,10 +88,12 @@ class RunClose:
             problem = explain_exit(exitstatus, run.status)
             if problem:
                 write(f"suitefit: error: run {self.run_id}: {problem}\n")
-        self.explain_failures()
+        # Diagnose only a run that plainly failed: not one the user interrupted, nor one
+        # whose worker died (that line says what happened).
+        self.explain_failures(diagnose=exitstatus == EXIT_FAILED and not died)
         self.out.flush()
 
-    def explain_failures(self) -> None:
+    def explain_failures(self, diagnose: bool = True) -> None:
         """A line per new failure; with --explain-failures, their diagnosis, remembered.
 
         The diagnosis runs here, in pytest's own process after its session, rather than in a
@@ -107,7 +109,7 @@ class RunClose:
             self.out.flush()
 
         try:
-            explain_run(self.history, self.run_id, say=say, diagnose_max=self.explain_max,
+            explain_run(self.history, self.run_id, say=say, diagnose_max=self.explain_max if diagnose else 0,
                         time_box_s=self.explain_s, env=self.env)
         except SuitefitError as e:
             say(f"suitefit: error: run {self.run_id}: explaining its failures: {e}")

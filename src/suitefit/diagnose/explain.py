@@ -25,7 +25,7 @@ from pathlib import Path
 
 from suitefit import timing
 from suitefit.diagnose.bisect import Replayer, find_culprit
-from suitefit.diagnose.pytest_runs import is_ok, reproducer
+from suitefit.diagnose.pytest_runs import OK_OUTCOMES, is_ok, reproducer
 from suitefit.errors import SuitefitError
 from suitefit.history import ConstraintRecord, History
 
@@ -51,6 +51,14 @@ class NewFailure:
     cleared: set[str] = field(default_factory=set)  # ran before it in some run where it passed
 
 
+@dataclass(frozen=True)
+class _Failed:
+    nodeid: str
+    outcome: str
+    worker: str
+    seq: int
+
+
 def _prefix(history: History, run_id: int, worker: str, seq: int) -> list[str]:
     rows = history.execute("SELECT nodeid FROM tests WHERE run_id = ? AND worker = ? AND seq >= 0 "
                            "AND seq < ? ORDER BY seq", [run_id, worker, seq])
@@ -60,8 +68,12 @@ def _prefix(history: History, run_id: int, worker: str, seq: int) -> list[str]:
 def new_failures(history: History, run_id: int, limit: int = MAX_EXPLAINED) -> tuple[list[NewFailure], int]:
     """This run's failed tests that passed in another finished, recorded suite run (the first
     ``limit`` in run order), and how many failed tests were left unexamined past that."""
-    failed = [t for t in history.tests(run_id) if not is_ok(t.outcome)]
-    failed.sort(key=lambda t: (t.started, t.worker, t.seq))
+    # seq < 0: the test a dead worker was running; the dead-worker line names it, and a
+    # worker killed for memory is not an order dependency.
+    ok = ",".join(f"'{o}'" for o in sorted(OK_OUTCOMES))
+    failed = [_Failed(str(n), str(o), str(w), int(q)) for n, o, w, q in history.execute(
+        f"SELECT nodeid, outcome, worker, seq FROM tests WHERE run_id = ? AND seq >= 0 "
+        f"AND outcome NOT IN ({ok}) ORDER BY started, worker, seq", [run_id])]
     examined, skipped = failed[:limit], max(0, len(failed) - limit)
     if not examined:
         return [], skipped
@@ -72,7 +84,7 @@ def new_failures(history: History, run_id: int, limit: int = MAX_EXPLAINED) -> t
     for nodeid, rid, worker, seq in history.execute(
             f"SELECT t.nodeid, t.run_id, t.worker, t.seq FROM tests t JOIN runs r ON r.id = t.run_id "
             f"WHERE t.nodeid IN ({ids}) AND t.run_id != ? AND r.status != 'running' "
-            f"AND r.kind NOT IN ({kinds}) AND t.outcome IN ('passed', 'skipped', 'xfailed', 'xpassed') "
+            f"AND r.kind NOT IN ({kinds}) AND t.outcome IN ({ok}) "
             f"ORDER BY t.run_id DESC",
             [*(t.nodeid for t in examined), run_id, *REFERENCE_KINDS_EXCLUDED]):
         passes.setdefault(str(nodeid), []).append((int(rid), str(worker), int(seq)))
