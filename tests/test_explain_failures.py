@@ -221,3 +221,12 @@ def test_the_first_failing_run_names_each_planted_pair_and_the_next_runs_pass(tm
         "suitefit: constraint dropped: test_g_polluter.py::test_switches_mode no longer exists "
         f"(polluter test_g_polluter.py::test_switches_mode -> test_e_victim.py::test_mode_is_normal, "
         f"found by run {run_id.id} --explain-failures)"]
+
+
+def test_a_diagnosis_past_its_time_box_says_so_and_runs_nothing(tmp_path: Path) -> None:
+    from suitefit.diagnose.explain import NewFailure, diagnose
+
+    nf = NewFailure("test_x.py::test_y", "failed", 2, "gw0", ["test_w.py::test_v"], [1], "main", [], set())
+    d = diagnose(nf, cwd=tmp_path, deadline=timing.monotonic() - 1)
+    assert (d.verdict, d.pytest_runs, d.culprit) == ("unfinished", 0, None)
+    assert d.line().startswith("suitefit: diagnosis: test_x.py::test_y: unfinished: the time box ran out")

@@ -174,7 +174,12 @@ def diagnose(nf: NewFailure, *, cwd: Path, deadline: float, pytest_args: Sequenc
             if left <= 0:
                 raise OutOfTime
             self.timeout_s = left
-            return super().outcome(subset)
+            try:
+                return super().outcome(subset)
+            except SuitefitError:
+                if timing.monotonic() >= deadline:  # killed by the time box, not a failure of its own
+                    raise OutOfTime from None
+                raise
 
     rep = TimedReplayer(nf.nodeid, cwd, pytest_args, None, progress, env)
     n = max(len(nf.prefix), len(nf.pass_prefix))
