@@ -194,9 +194,12 @@ def diagnose(nf: NewFailure, *, cwd: Path, deadline: float, pytest_args: Sequenc
             cands = [x for x in order if x not in now]
         else:  # a polluter ran before it now, and never before it on a worker where it passed
             cands = [x for x in order if x not in nf.cleared]
-        base = dict(test=nf.nodeid, budget=budget, prefix_len=n)
+
+        def say(verdict: str, culprit: str | None, confidence: str, command: str) -> Diagnosis:
+            return Diagnosis(nf.nodeid, verdict, culprit, confidence, rep.runs, budget, n, command)
+
         if not cands:
-            return _without_culprit(rep, alone, budget, base, provider)
+            return _without_culprit(rep, alone, budget, say, provider)
 
         def flips(subset: Sequence[str]) -> bool:
             return is_ok(rep.outcome(subset)) == provider
@@ -205,46 +208,40 @@ def diagnose(nf: NewFailure, *, cwd: Path, deadline: float, pytest_args: Sequenc
         culprit = search.culprit
         assert culprit is not None
         if not search.confirmed and not flips([culprit]):
-            return Diagnosis(**base, verdict="unexplained", culprit=None, pytest_runs=rep.runs,  # type: ignore[arg-type]
-                             confidence=f"the search ended at {culprit}, which alone does not flip it: "
-                                        "it needs several earlier tests together, or it is flaky",
-                             command=reproducer([*order, nf.nodeid]))
+            return say("unexplained", None, f"the search ended at {culprit}, which alone does not flip "
+                       "it: it needs several earlier tests together, or it is flaky",
+                       reproducer([*order, nf.nodeid]))
         times = "1 of 1"
         if rep.runs < budget:  # a run left: the same order again, to tell a flaky test apart
             again = rep.outcome([])
             times = "2 of 2"
             if is_ok(again) != is_ok(alone):
-                return Diagnosis(**base, verdict="flaky", culprit=None, pytest_runs=rep.runs,  # type: ignore[arg-type]
-                                 confidence=f"{alone} then {again} alone, under the same order",
-                                 command=reproducer([nf.nodeid]))
+                return say("flaky", None, f"{alone} then {again} alone, under the same order",
+                           reproducer([nf.nodeid]))
         confidence = (f"fails alone ({times}), passes after {culprit}" if provider else
                       f"passes alone ({times}), fails after {culprit}")
-        return Diagnosis(**base, verdict="provider" if provider else "polluter", culprit=culprit,  # type: ignore[arg-type]
-                         pytest_runs=rep.runs, confidence=confidence,
-                         command=reproducer([culprit, nf.nodeid]))
+        return say("provider" if provider else "polluter", culprit, confidence,
+                   reproducer([culprit, nf.nodeid]))
     except OutOfTime:
         return Diagnosis(nf.nodeid, "unfinished", None, "the time box ran out before an answer",
                          rep.runs, run_budget(n), n, reproducer([*nf.prefix, nf.nodeid]))
 
 
-def _without_culprit(rep: Replayer, alone: str, budget: int, base: dict[str, object],
-                     provider: bool) -> Diagnosis:
+def _without_culprit(rep: Replayer, alone: str, budget: int,
+                     say: Callable[[str, str | None, str, str], Diagnosis], provider: bool) -> Diagnosis:
     """Nothing before it is left to blame: repeat it alone; differing outcomes mean flaky."""
     outcomes = [alone]
     while len(outcomes) < min(FLAKY_REPEATS, budget):
         outcomes.append(rep.outcome([]))
     ok = sum(1 for o in outcomes if is_ok(o))
     if 0 < ok < len(outcomes):
-        return Diagnosis(**base, verdict="flaky", culprit=None, pytest_runs=rep.runs,  # type: ignore[arg-type]
-                         confidence=f"passes {ok} of {len(outcomes)} alone, under the same order",
-                         command=reproducer([rep.nodeid]))
+        return say("flaky", None, f"passes {ok} of {len(outcomes)} alone, under the same order",
+                   reproducer([rep.nodeid]))
     why = (f"fails alone ({len(outcomes)} of {len(outcomes)}) and nothing that ran before it when "
            "it passed is missing now" if provider else
            f"passes alone ({ok} of {len(outcomes)}) and passed after each test that ran before it now")
-    return Diagnosis(**base, verdict="unexplained", culprit=None, pytest_runs=rep.runs,  # type: ignore[arg-type]
-                     confidence=why + ": the cause is outside its process (another worker, files) "
-                                      "or needs several tests together",
-                     command=reproducer([rep.nodeid]))
+    return say("unexplained", None, why + ": the cause is outside its process (another worker, "
+               "files) or needs several tests together", reproducer([rep.nodeid]))
 
 
 def constraint_of(verdict: str, test: str, culprit: str) -> tuple[str, str] | None:
