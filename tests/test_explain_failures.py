@@ -82,14 +82,14 @@ def test_every_kept_constraint_holds_in_its_group(pairs: list[tuple[int, int]]) 
 
 # -- stale constraints, the TOML export, the setting ------------------------------------------------
 
-def _history_with(root: Path, *rows: tuple[str, str, str]) -> Path:
+def _history_with(root: Path, *rows: tuple[str, str, str], found_in: Path | None = None) -> Path:
     path = root / ".suitefit" / "history.sqlite"
     with History(path) as h:
         for test, culprit, kind in rows:
             tf, cf = test.split("::")[0], culprit.split("::")[0]
             first, second = (cf, tf) if kind == "provider" else (tf, cf)
             h.add_constraint(ConstraintRecord(test, culprit, kind, first, second, "seen", "bisect", None,
-                                              str(root), timing.wall()))
+                                              str(found_in or root), timing.wall()))
     return path
 
 
@@ -111,6 +111,16 @@ def test_a_constraint_on_a_test_that_is_gone_is_dropped_with_one_line(tmp_path: 
     assert "order-" not in p.stdout  # nothing was grouped
     j = cli("plan", "--json", cwd=tmp_path)
     assert j.returncode == 0 and json.loads(j.stdout)["units"]
+
+
+def test_a_history_from_another_checkout_path_keeps_its_constraints(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text("[tool.suitefit]\n")
+    (tmp_path / "test_a.py").write_text("def test_sets():\n    pass\n")
+    (tmp_path / "test_b.py").write_text("def test_reads():\n    pass\n")
+    _history_with(tmp_path, ("test_b.py::test_reads", "test_a.py::test_sets", "provider"),
+                  found_in=tmp_path / "gone" / "checkout")
+    p = cli("plan", "--constraints", cwd=tmp_path)
+    assert p.returncode == 0 and p.stdout.startswith("test_a.py before test_b.py"), p.stdout + p.stderr
 
 
 def test_constraints_listed_with_evidence_and_written_as_groups(tmp_path: Path) -> None:

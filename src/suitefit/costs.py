@@ -38,10 +38,10 @@ def _q(ids: Sequence[int]) -> str:
 def build_cost_model(history: History | None, *, files: Sequence[str] = (),
                      groups: Mapping[str, Sequence[str]] | None = None, last: int = LAST_RUNS,
                      window: int = WINDOW_RUNS, default_s: float | None = None,
-                     default_mb: float | None = None) -> CostModel:
+                     default_mb: float | None = None, root: Path | None = None) -> CostModel:
     """A CostModel from ``history``; ``files`` never seen (and declared ones) get a stated default."""
     declared = {str(k): tuple(v) for k, v in (groups or {}).items()}
-    learned, dropped = learned_constraints(history) if history is not None else ([], [])
+    learned, dropped = learned_constraints(history, root) if history is not None else ([], [])
     declared, honoured, contradicted = merge_constraints(declared, learned)
     dropped += contradicted
     notes: list[str] = []
@@ -96,17 +96,22 @@ def build_cost_model(history: History | None, *, files: Sequence[str] = (),
     )
 
 
-def learned_constraints(history: History) -> tuple[list[OrderConstraint], list[str]]:
+def learned_constraints(history: History, root: Path | None = None
+                        ) -> tuple[list[OrderConstraint], list[str]]:
     """The history's order constraints, minus stale ones (one line each for those).
 
-    Stale: a file no longer under the rootdir it was found in, or a test function no
-    longer defined in its file (renamed or deleted). Read from the file, not from the
-    newest run: a run with ``-k`` or ``--deselect`` would otherwise make constraints vanish.
+    Stale: a file no longer under ``root`` (the suite's folder now) nor the rootdir it was
+    found in, or a test function no longer defined in its file (renamed or deleted). Read
+    from the files, not from the newest run: a run with ``-k`` or ``--deselect`` would
+    otherwise make constraints vanish. Where neither folder exists (a history carried to
+    another checkout path), nothing can be judged and the constraint stays.
     """
     out: list[OrderConstraint] = []
     dropped: list[str] = []
     for c in history.constraints():
-        gone = next((n for n in (c.culprit, c.test) if not _defined(c.rootdir, n)), None)
+        roots = [d for d in dict.fromkeys(str(x) for x in (root, c.rootdir) if x) if Path(d).is_dir()]
+        gone = next((n for n in (c.culprit, c.test) if roots and not any(_defined(d, n) for d in roots)),
+                    None)
         if gone is not None:
             dropped.append(f"constraint dropped: {gone} no longer exists "
                            f"({c.kind} {c.culprit} -> {c.test}, found by {c.source})")
@@ -116,14 +121,11 @@ def learned_constraints(history: History) -> tuple[list[OrderConstraint], list[s
     return out, dropped
 
 
-def _defined(rootdir: str, nodeid: str) -> bool:
-    """Does ``nodeid``'s file still exist and define its test function? (True when unknowable.)"""
-    if not rootdir:
-        return True
+def _defined(folder: str, nodeid: str) -> bool:
+    """Does ``nodeid``'s file exist under ``folder`` and define its test function?"""
     file, _, rest = nodeid.partition("::")
-    path = Path(rootdir) / file
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
+        text = (Path(folder) / file).read_text(encoding="utf-8", errors="replace")
     except OSError:
         return False
     name = rest.split("::")[-1].split("[", 1)[0]
@@ -254,7 +256,7 @@ def load_cost_model(cfg: Config, history_path: Path | None = None,
                                 default_mb=default_mb), False
     with History(path, create=False) as h:
         return build_cost_model(h, files=files, groups=cfg.groups, default_s=default_s,
-                                default_mb=default_mb), True
+                                default_mb=default_mb, root=cfg.root), True
 
 
 SKIP_DIRS = {".git", ".venv", "venv", ".tox", ".nox", "node_modules", "__pycache__", ".suitefit",

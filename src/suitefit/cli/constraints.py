@@ -38,7 +38,7 @@ def show(cfg: Config, path: Path, *, as_json: bool, as_groups: bool, write: bool
     if not path.exists():
         raise SuitefitError(f"no history at {path}: nothing learned yet")
     with History(path, create=False) as h:
-        learned, dropped = learned_constraints(h)
+        learned, dropped = learned_constraints(h, cfg.root)
     groups, kept, contradicted = merge_constraints(cfg.groups, learned)
     dropped += contradicted
     for line in dropped:
