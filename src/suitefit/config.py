@@ -38,7 +38,9 @@ KNOWN_KEYS = {
     "compare",
     "report",
     "shards",
+    "explain_failures",
 }
+DEFAULT_EXPLAIN_FAILURES = 5  # new failures `suitefit run` diagnoses when asked without a number
 
 
 @dataclass(frozen=True)
@@ -83,6 +85,17 @@ class Config:
                 "[tool.suitefit] groups must map a group name to a list of test file paths"
             )
         return {str(k): tuple(files) for k, files in v.items()}
+
+    @property
+    def explain_failures(self) -> int:
+        """How many new failures `suitefit run` diagnoses after the suite (0: none)."""
+        v = self.raw.get("explain_failures", False)
+        if isinstance(v, bool):
+            return DEFAULT_EXPLAIN_FAILURES if v else 0
+        if not isinstance(v, int) or v < 0:
+            raise SuitefitError(f"[tool.suitefit] explain_failures must be true, false or a number of "
+                                f"failures >= 0, got {v!r}")
+        return v
 
     def section(self, name: str) -> dict[str, Any]:
         v = self.raw.get(name, {})
