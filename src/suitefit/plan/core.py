@@ -48,7 +48,6 @@ from suitefit.units import fmt_mb, fmt_s
 
 DEFAULT_WALL_S = 1.0
 DEFAULT_PEAK_MB = 50.0
-NEGLIGIBLE_SHARE = 0.01  # a unit needing at most this share of the budget adds ~nothing
 
 
 # -- decisions ----------------------------------------------------------------------------
@@ -427,6 +426,8 @@ class Core:
                 self.worker_down(target.name)
             if target is w:
                 return self._emit(now, out)
+            if not target.queue:  # its memory is gone already: ask again
+                return self._emit(now, out) + self.want(name, now, holding=holding)
             reason = f"waits for {target.name} to end"
         elif slot is not None:
             out = self._send(target, slot, reason, over, now)
@@ -476,14 +477,8 @@ class Core:
         """Does ``slot`` fit queued on ``w``? And the tree it predicts then."""
         peak, _ = self._walk(w, slot)
         total = self._total - w.peak + peak + self._excess
-        added = peak - w.peak
-        if self.budget_mb is None or total <= self.budget_mb or added <= 0:
-            return True, total  # (adding nothing never makes anything worse)
-        # a unit that adds ~nothing runs while the tree is inside the budget: waiting would
-        # idle the worker (and hold its last test) for no memory saved
-        negligible = max(1.0, NEGLIGIBLE_SHARE * self.budget_mb)
-        ok = added <= negligible and total <= self.budget_mb + negligible
-        return ok, total
+        ok = self.budget_mb is None or total <= self.budget_mb or peak <= w.peak
+        return ok, total  # (adding nothing never makes anything worse)
 
     def _floor(self) -> float:
         return self.fixed_mb + len(self._workers) * self.baseline_mb
@@ -537,7 +532,7 @@ class Core:
                                 + sum(self._backfill.values()) + blocked.unit.peak_mb)
         _, res = self._walk(w)
         free = budget - (self._total - w.peak + self._excess) - sum(self._fx_mb[f] for f in res)
-        limit = min(max(free, max(1.0, NEGLIGIBLE_SHARE * budget)), reserve)
+        limit = min(max(free, 0.0), reserve)
         i = self._head
         while True:
             i = self._tree.first_at_most(i, limit)
