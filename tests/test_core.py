@@ -20,9 +20,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from suitefit.model import Budget, FixtureCost, Plan, Unit
-from suitefit.plan.core import Core, Release, Send, Shutdown, Wait
+from suitefit.plan.core import Core, Release, Send, Shutdown, Wait, chunk_of
 from suitefit.plan.simulate import simulate
-from suitefit.xdist_sched import SuitefitScheduling, chunk_of
+from suitefit.xdist_sched import SuitefitScheduling
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

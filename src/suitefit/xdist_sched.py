@@ -21,7 +21,7 @@ from typing import Any, Protocol
 from suitefit import timing
 from suitefit.measure.journal import Journal
 from suitefit.model import Plan, Unit
-from suitefit.plan.core import Core, Decision, Release, Send, Shutdown, Wait
+from suitefit.plan.core import Core, Decision, Release, Send, Shutdown, Wait, chunk_of
 
 LiveMemory = Callable[[], tuple[float, dict[str, float]]]  # (tree MiB, worker id -> its tree MiB)
 DecisionSink = Callable[[str, str, str, str], None]  # kind, worker, unit, reason
@@ -41,17 +41,6 @@ class _Assigned:
     indices: list[int]
     left: set[int] = field(default_factory=set)
     started: bool = False
-
-
-def chunk_of(indices: list[int], chunk: tuple[int, int] | None) -> list[int]:
-    """The k-th of n contiguous slices of a file's tests (as even as the count allows)."""
-    if chunk is None:
-        return indices
-    k, n = chunk
-    size, extra = divmod(len(indices), n)
-    lo = (k - 1) * size + min(k - 1, extra)
-    hi = lo + size + (1 if k <= extra else 0)
-    return indices[lo:hi]
 
 
 class SuitefitScheduling:

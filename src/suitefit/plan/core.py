@@ -50,6 +50,17 @@ DEFAULT_WALL_S = 1.0
 DEFAULT_PEAK_MB = 50.0
 
 
+def chunk_of(indices: list[int], chunk: tuple[int, int] | None) -> list[int]:
+    """The k-th of n contiguous slices of a file's tests (as even as the count allows)."""
+    if chunk is None:
+        return indices
+    k, n = chunk
+    size, extra = divmod(len(indices), n)
+    lo = (k - 1) * size + min(k - 1, extra)
+    hi = lo + size + (1 if k <= extra else 0)
+    return indices[lo:hi]
+
+
 # -- decisions ----------------------------------------------------------------------------
 
 
