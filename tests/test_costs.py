@@ -101,3 +101,34 @@ def test_fixture_module_scope_not_charged(tmp_path: Path) -> None:
     with History(tmp_path / "h.sqlite") as h:
         cm = build_cost_model(h)
     assert cm.files[0].wall_s == pytest.approx(1.5)  # module scope repeats per file: stays in the file
+
+
+def test_a_test_that_hung_to_its_timeout_does_not_set_its_files_cost(tmp_path: Path) -> None:
+    # Model-Optimizer: a distributed test hung to its 60 s timeout in the one profiling run
+    # and the plan priced its file at 60 s (it takes ~11 s). A failed (timed-out) test counts
+    # at its file's passing average, and the file is marked as measured in a doubtful run.
+    import subprocess
+    import sys
+    import textwrap
+
+    (tmp_path / "test_dist.py").write_text(textwrap.dedent("""
+        import time
+        def test_fast_1(): time.sleep(0.1)
+        def test_fast_2(): time.sleep(0.1)
+        def test_hangs():
+            time.sleep(2.5)
+            raise TimeoutError("Timeout (>2.5s) from pytest-timeout")
+    """))
+    (tmp_path / "test_ok.py").write_text("import time\ndef test_a(): time.sleep(0.2)\n")
+    hist = tmp_path / "h.sqlite"
+    res = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--suitefit",
+                          f"--suitefit-history={hist}", "-n", "0"], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=120)
+    assert res.returncode == 1, res.stdout + res.stderr
+    with History(hist) as h:
+        cm = build_cost_model(h)
+    by = {f.path: f for f in cm.files}
+    dist, ok = by["test_dist.py"], by["test_ok.py"]
+    assert dist.wall_s < 1.0, dist  # three tests at ~0.1 s, not 2.7 s
+    assert not dist.trusted and ok.trusted
+    assert 0 < dist.last_s <= dist.wall_s and 0.15 < ok.last_s < 1.0  # a file's last test

@@ -175,6 +175,7 @@ def _files(history: History, run_ids: Sequence[int], last: int,
     rows = history.execute(
         f"SELECT run_id, worker, path, started, wall_s, cpu_s, tests, peak_mb FROM files "
         f"WHERE run_id IN ({_q(run_ids)}) ORDER BY run_id, worker, started")
+    doubt = _doubtful(history, run_ids)
     # per (run, path): [wall, cpu, tests, peak]
     per: dict[tuple[int, str], list[float]] = {}
     first_user: dict[tuple[int, str, str], bool] = {}
@@ -188,7 +189,11 @@ def _files(history: History, run_ids: Sequence[int], last: int,
                     first_user[(run_id, worker, name)] = True
                     wall = max(0.0, wall - setup_s)
                     peak = max(0.0, peak - mb)
-        acc = per.setdefault((run_id, path), [0.0, 0.0, 0.0, 0.0])
+        acc = per.setdefault((run_id, path), [0.0, 0.0, 0.0, 0.0, 0.0])
+        d = doubt.get((int(run_id), str(path)))
+        if d is not None:  # its failed tests count at its passing tests' average, not their time
+            wall = max(0.0, wall - d[0] + d[1])
+            acc[4] = 1.0
         acc[0] += wall
         acc[1] += float(cpu_s)
         acc[2] += int(tests)
@@ -203,20 +208,62 @@ def _files(history: History, run_ids: Sequence[int], last: int,
                 fx_of.setdefault(f, set()).add(name)
     out: dict[str, FileCost] = {}
     used: set[int] = set()
+    last_test = _last_tests(history, run_ids)
+
+    def clean_missing(rs: list[tuple[int, list[float]]]) -> bool:
+        return all(r[1][4] for r in rs)
+
     for path, rs in by_path.items():
         rs.sort(key=lambda r: -r[0])
-        rs = rs[:last]
+        clean = [r for r in rs if not r[1][4]]
+        rs = (clean or rs)[:last]  # runs where it failed, timed out or crashed: only if no other
         used.update(r[0] for r in rs)
+        wall = statistics.median(r[1][0] for r in rs)
         out[path] = FileCost(
             path=path,
-            wall_s=statistics.median(r[1][0] for r in rs),
+            wall_s=wall,
             peak_mb=max(r[1][3] for r in rs),
             tests=int(rs[0][1][2]),
             cpu_s=statistics.median(r[1][1] for r in rs),
             fixtures=tuple(sorted(fx_of.get(path, ()))),
             measured=True,
+            last_s=min(last_test.get((rs[0][0], path), 0.0), wall),
+            trusted=not clean_missing(rs),
         )
     return out, used
+
+
+def _doubtful(history: History, run_ids: Sequence[int]) -> dict[tuple[int, str], tuple[float, float]]:
+    """(run, file) -> (time of its failed tests, what they would take at its passing tests'
+    average): a test that failed, hung to a timeout or was cut by a crash says little about
+    the file's normal cost. Runs that crashed or were interrupted count as failed throughout."""
+    ids = _q(run_ids)
+    bad_runs = {int(r[0]) for r in history.execute(
+        f"SELECT id FROM runs WHERE id IN ({ids}) AND status IN ('crashed', 'interrupted')")}
+    out: dict[tuple[int, str], tuple[float, float]] = {}
+    for run_id, file, bad_s, n_bad, ok_s, n_ok in history.execute(
+            f"SELECT run_id, file, "
+            f"SUM(CASE WHEN outcome IN ('failed', 'error') THEN wall_s ELSE 0 END), "
+            f"SUM(CASE WHEN outcome IN ('failed', 'error') THEN 1 ELSE 0 END), "
+            f"SUM(CASE WHEN outcome IN ('failed', 'error') THEN 0 ELSE wall_s END), "
+            f"SUM(CASE WHEN outcome IN ('failed', 'error') THEN 0 ELSE 1 END) "
+            f"FROM tests WHERE run_id IN ({ids}) GROUP BY run_id, file"):
+        if n_bad or int(run_id) in bad_runs:
+            avg = float(ok_s) / n_ok if n_ok else 0.0
+            out[(int(run_id), str(file))] = (float(bad_s), n_bad * avg)
+    return out
+
+
+def _last_tests(history: History, run_ids: Sequence[int]) -> dict[tuple[int, str], float]:
+    """(run, file) -> the time of the file's last test in run order (xdist holds that test
+    until its worker gets a next one)."""
+    out: dict[tuple[int, str], float] = {}
+    for run_id, file, wall in history.execute(
+            f"SELECT t.run_id, t.file, t.wall_s FROM tests t JOIN (SELECT run_id, file, MAX(seq) AS s "
+            f"FROM tests WHERE run_id IN ({_q(run_ids)}) GROUP BY run_id, file, worker) m "
+            f"ON t.run_id = m.run_id AND t.file = m.file AND t.seq = m.s"):
+        out[(int(run_id), str(file))] = float(wall)
+    return out
 
 
 def _worker(history: History, run_ids: Sequence[int]) -> tuple[WorkerCost, str]:

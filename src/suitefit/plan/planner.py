@@ -163,6 +163,12 @@ def _plan_one(costs: CostModel, budget: Budget, rules: GroupingRules,
     sim = chosen.sim
     reasons = list(pre_reasons)
     reasons += list(costs.notes) + notes
+    doubtful = sorted(fc.path for fc in fcs.values() if not fc.trusted)
+    if doubtful:
+        reasons.append(f"{len(doubtful)} file(s) measured only in runs where some of their tests "
+                       f"failed, timed out or crashed ({', '.join(doubtful[:3])}"
+                       f"{', ...' if len(doubtful) > 3 else ''}): those tests count at their file's "
+                       f"passing average, not their recorded time")
     if not costs.runs_used:
         reasons.append("no history: every file gets a default cost; run `suitefit profile` "
                        "to plan from measurements")
