@@ -199,3 +199,23 @@ def test_a_budget_that_fits_one_worker_beside_the_pool_ends_a_worker_to_make_roo
     assert roomy.workers == 2 and not any("shut down to make room" in r for r in roomy.reasons)
 
 
+
+
+def test_a_file_that_would_be_the_long_pole_runs_as_chunks() -> None:
+    # One file holds most of the suite's time: as one unit it sets the wall; as chunks of its
+    # tests (each paying its module fixture's setup again) the workers share it.
+    big = FileCost("tests/test_big.py", 40.0, 10.0, tests=40)
+    files = [big, *_files(6, wall=2.0)]
+    modfx = FixtureCost("db", "module", setup_s=0.5, files=("tests/test_big.py",))
+    plan = make_plan(_costs(files, (modfx,), startup=0.5), Budget(8000, 4))
+    chunks = sorted(u.chunk for u in plan.units if u.files == ("tests/test_big.py",) and u.chunk)
+    assert chunks and chunks == [(k, chunks[0][1]) for k in range(1, chunks[0][1] + 1)]
+    m = chunks[0][1]
+    assert plan.predicted_wall_s < 40.0 and any("split into" in r and "test_big.py" in r for r in plan.reasons)
+    # each extra chunk pays the module setup again
+    walls = [u.wall_s for u in plan.units if u.files == ("tests/test_big.py",)]
+    assert sum(walls) == pytest.approx(40.0 + (m - 1) * 0.5)
+    # without enough tests to split, it stays whole
+    whole = make_plan(_costs([FileCost("tests/test_big.py", 40.0, 10.0, tests=1), *_files(6, wall=2.0)]),
+                      Budget(8000, 4))
+    assert all(u.chunk is None for u in whole.units)

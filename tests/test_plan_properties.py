@@ -28,7 +28,7 @@ def cost_models(draw: st.DrawFn, measured: bool | None = None) -> CostModel:
     for i in range(n):
         fx = tuple(sorted(draw(st.sets(st.sampled_from(fx_names), max_size=2)))) if fx_names else ()
         files.append(FileCost(f"tests/d{i % 3}/test_{i}.py", wall_s=draw(st.floats(0, 20)),
-                              peak_mb=draw(st.floats(0, 1500)), fixtures=fx))
+                              peak_mb=draw(st.floats(0, 1500)), fixtures=fx, tests=draw(st.integers(0, 8))))
     paths = [f.path for f in files]
     groups: dict[str, tuple[str, ...]] = {}
     pool = draw(st.permutations(paths))
@@ -61,9 +61,18 @@ def test_plan_invariants(data: st.DataObject) -> None:
     costs = data.draw(cost_models())
     budget = data.draw(budgets(costs))
     plan = make_plan(costs, budget)
-    placed = Counter(f for u in plan.units for f in u.files)
-    # every file placed exactly once
-    assert set(placed) == _all_files(costs) and set(placed.values()) == {1}
+    placed = Counter(f for u in plan.units for f in u.files if u.chunk is None)
+    chunks: dict[str, list[tuple[int, int]]] = {}
+    for u in plan.units:
+        if u.chunk is not None:
+            assert len(u.files) == 1
+            chunks.setdefault(u.files[0], []).append(u.chunk)
+    # every file placed exactly once: whole, or as chunks 1..m of m, each once
+    assert set(placed) | set(chunks) == _all_files(costs) and set(placed.values()) <= {1}
+    assert not set(placed) & set(chunks)
+    for f, cs in chunks.items():
+        m = cs[0][1]
+        assert sorted(cs) == [(k, m) for k in range(1, m + 1)] and m >= 2, (f, cs)
     # declared groups: one unit each, files in declared order, units in declared order
     by = {u.name: u for u in plan.units}
     for name, files in costs.declared_groups.items():
@@ -125,7 +134,7 @@ def test_shards_place_every_file_once_and_keep_groups_whole(data: st.DataObject)
     budget = data.draw(budgets(costs))
     n = data.draw(st.integers(1, 5))
     split, plans = plan_shards(costs, budget, n)
-    placed = Counter(f for p in plans for u in p.units for f in u.files)
+    placed = Counter(f for p in plans for u in p.units for f in u.files if not u.chunk or u.chunk[0] == 1)
     assert set(placed) == _all_files(costs) and set(placed.values()) == {1}
     for name, files in costs.declared_groups.items():
         homes = {split.shard_of(f) for f in files}

@@ -316,3 +316,25 @@ def test_suitefit_run_becomes_pytest_so_the_budget_is_all_pytests(tmp_path: Path
                          capture_output=True, timeout=60)
     assert res.returncode == 2 and "Traceback" not in res.stderr
     assert res.stderr.strip().splitlines()[-1].startswith("suitefit: error: memory budget 4")
+
+
+def test_a_chunked_file_runs_on_both_workers_each_test_once(tmp_path: Path) -> None:
+    # A unit may be a slice of one file's tests (Unit.chunk): the scheduler sends each slice
+    # whole, the file's tests run once each, spread over the workers.
+    write_suite(tmp_path, {"test_big.py": plain_file("big", n=12, sleep=0.1),
+                           "test_small.py": plain_file("small", n=2)})
+    units = (*tuple(Unit(f"tests/test_big.py[{k}/3]", ("tests/test_big.py",), 1.2, 1.0, chunk=(k, 3)) for k in (1, 2, 3)), Unit("tests/test_small.py", ("tests/test_small.py",), 0.1, 1.0))
+    plan = Plan(workers=2, units=units, budget=Budget(20000, 2), predicted_wall_s=1.0, predicted_peak_mb=0.0,
+                reasons=())
+    (tmp_path / "plan.json").write_text(json.dumps(plan.to_json()))
+    res, _ = run_planned(tmp_path, tmp_path / "plan.json", "-n", "2")
+    assert res.returncode == 0, res.stdout + res.stderr
+    rows = [r for r in where(tmp_path) if r["test"].startswith("big")]
+    assert sorted(r["test"] for r in rows) == sorted(f"big::{i}" for i in range(12))
+    assert len({r["worker"] for r in rows}) == 2
+    # each chunk is a contiguous slice, run in order on one worker
+    by_worker: dict[str, list[int]] = {}
+    for r in sorted(rows, key=lambda r: r["t"]):
+        by_worker.setdefault(r["worker"], []).append(int(r["test"].split("::")[1]))
+    for seq in by_worker.values():
+        assert seq == sorted(seq)

@@ -23,7 +23,6 @@ class FileCost:
     fixtures: tuple[str, ...] = ()  # session/package-scoped fixtures it uses, directly or not
     measured: bool = True  # False: never seen, a stated default
     last_s: float = 0.0  # its last test's time (an xdist worker holds that test until a next unit)
-    setup_s: float = 0.0  # module/class fixture setup inside it: paid again by each chunk of it
     trusted: bool = True  # False: measured only in runs where its tests timed out, crashed or stopped
 
 

@@ -14,6 +14,7 @@ from dataclasses import replace
 
 from suitefit.errors import SuitefitError
 from suitefit.model import Budget, CostModel, FileCost, FixtureCost, Plan, Unit
+from suitefit.plan.chunks import split_long_files
 from suitefit.plan.core import Shutdown
 from suitefit.plan.grouping import (
     DEFAULT_RULES,
@@ -127,6 +128,8 @@ def _plan_one(costs: CostModel, budget: Budget, rules: GroupingRules,
     def evaluate(w: int, best_wall_s: float | None = None, split: bool = True) -> Candidate:
         units, greasons = build_units(groups, fcs, fixtures, workers=w, lane_s=total / w,
                                       singles=singles, split=split)
+        units, creasons = split_long_files(units, fcs, costs.fixtures, workers=w, lane_s=total / w)
+        greasons = [*greasons, *creasons]
         ordered = tuple(order_units(units, declared_names))
         tmp = Plan(workers=w, units=ordered, budget=budget, predicted_wall_s=0.0,
                    predicted_peak_mb=0.0, reasons=(), fixtures=plan_fixtures)
@@ -151,12 +154,15 @@ def _plan_one(costs: CostModel, budget: Budget, rules: GroupingRules,
 
     n_units_max = len(groups.declared) + len(groups.singles) + sum(
         len(g.files) for g in groups.fixture_groups)
+    # a long file may run as chunks of its tests: each chunk is one more unit to place
+    n_units_max += sum(min(fc.tests, budget.cpus) - 1 for fc in fcs.values() if fc.tests >= 2)
     file_work = sum(fc.wall_s for fc in fcs.values())
-    longest = max((fc.wall_s for fc in fcs.values()), default=0.0)
 
     def lower_bound(w: int) -> float:
-        # no schedule beats the startup plus the larger of an even share and the longest file
+        # no schedule beats the startup plus the larger of an even share and the longest
+        # file (as its chunks, when it has tests enough to split)
         slow = max(1.0, w / budget.cpus)
+        longest = max((fc.wall_s / max(1, min(fc.tests, w)) for fc in fcs.values()), default=0.0)
         return (worker.startup_s + max(file_work / w, longest)) * slow
 
     chosen, wreasons, _ = choose_workers(evaluate, budget, worker, n_units_max, lower_bound)
