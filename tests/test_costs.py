@@ -132,3 +132,29 @@ def test_a_test_that_hung_to_its_timeout_does_not_set_its_files_cost(tmp_path: P
     assert dist.wall_s < 1.0, dist  # three tests at ~0.1 s, not 2.7 s
     assert not dist.trusted and ok.trusted
     assert 0 < dist.last_s <= dist.wall_s and 0.15 < ok.last_s < 1.0  # a file's last test
+
+
+def test_slowdown_and_startup_per_worker_count_are_measured(tmp_path: Path) -> None:
+    # A serial run, then a 2-worker run where every file took 1.4x (the CPUs were shared)
+    # and workers took 2.5 s to start instead of 1.5 s: the model learns both, keeps file
+    # costs in serial terms, and the planner predicts with them.
+    from suitefit.model import Budget
+    from suitefit.plan import make_plan
+
+    files = {f"tests/test_{i}.py": SynthFile(f"tests/test_{i}.py", 1.0 + i % 3) for i in range(8)}
+    serial = SynthRun(_one_worker(files), files)
+    paths = list(files)
+    two = SynthRun({"gw0": paths[::2], "gw1": paths[1::2]}, files, scale=1.4, startup_s=2.5)
+    write_history(tmp_path / "h.sqlite", [serial, two])
+    with History(tmp_path / "h.sqlite") as h:
+        cm = build_cost_model(h)
+    assert cm.slowdown == {2: pytest.approx(1.4)}
+    assert cm.startup_by_workers[2] == pytest.approx(2.5) and cm.startup_by_workers[1] == pytest.approx(1.5)
+    by = {f.path: f for f in cm.files}
+    assert by["tests/test_1.py"].wall_s == pytest.approx(2.0)  # serial terms, not 2.8
+    plan = make_plan(cm, Budget(10_000, 2, workers=2))
+    assert plan.slow == pytest.approx(1.4)
+    # controller start (serial startup) + workers' start + the work shared at 1.4x
+    work = sum(f.wall_s for f in files.values())
+    assert plan.predicted_wall_s >= 1.5 + 2.5 + 1.4 * work / 2 - 1e-6
+    assert any("2 workers x1.40" in n for n in cm.notes)

@@ -55,15 +55,20 @@ def build_cost_model(history: History | None, *, files: Sequence[str] = (),
         )
         run_ids = [int(r[0]) for r in rows]
     fcosts: dict[str, FileCost] = {}
+    slowdown: dict[int, float] = {}
+    startups: dict[int, float] = {}
     fixtures: tuple[FixtureCost, ...] = ()
     worker = DEFAULT_WORKER
     serial_peak: float | None = None
     used_runs: set[int] = set()
     if history is not None and run_ids:
         fixtures, fx_rows, fx_files = _fixtures(history, run_ids)
-        fcosts, used_runs = _files(history, run_ids, last, fx_rows, fx_files)
-        worker, wnote = _worker(history, sorted(used_runs))
+        fcosts, used_runs, slowdown = _files(history, run_ids, last, fx_rows, fx_files)
+        worker, wnote, startups = _worker(history, sorted(used_runs))
         notes.append(wnote)
+        if slowdown:
+            notes.append("measured slowdown against a serial run: " + ", ".join(
+                f"{n} workers x{f:.2f}" for n, f in sorted(slowdown.items())))
         row = history.execute(
             "SELECT peak_rss_mb FROM runs WHERE status != 'running' AND workers <= 1 "
             "AND peak_rss_mb IS NOT NULL ORDER BY id DESC LIMIT 1")
@@ -87,6 +92,8 @@ def build_cost_model(history: History | None, *, files: Sequence[str] = (),
         files=tuple(fcosts[f] for f in sorted(fcosts)),
         fixtures=fixtures,
         worker=worker,
+        slowdown=slowdown,
+        startup_by_workers=startups,
         serial_peak_mb=serial_peak,
         runs_used=len(used_runs),
         declared_groups=declared,
@@ -171,7 +178,8 @@ def _fixtures(history: History, run_ids: Sequence[int]) -> tuple[
 
 def _files(history: History, run_ids: Sequence[int], last: int,
            fx_on_worker: Mapping[tuple[int, str], Mapping[str, tuple[float, float]]],
-           fx_users: Mapping[int, Mapping[str, set[str]]]) -> tuple[dict[str, FileCost], set[int]]:
+           fx_users: Mapping[int, Mapping[str, set[str]]]
+           ) -> tuple[dict[str, FileCost], set[int], dict[int, float]]:
     rows = history.execute(
         f"SELECT run_id, worker, path, started, wall_s, cpu_s, tests, peak_mb FROM files "
         f"WHERE run_id IN ({_q(run_ids)}) ORDER BY run_id, worker, started")
@@ -198,8 +206,13 @@ def _files(history: History, run_ids: Sequence[int], last: int,
         acc[1] += float(cpu_s)
         acc[2] += int(tests)
         acc[3] = max(acc[3], peak)
+    slowdown = _slowdown(history, run_ids, per)
+    n_of = {int(r[0]): int(r[1] or 0) for r in history.execute(
+        f"SELECT id, workers FROM runs WHERE id IN ({_q(run_ids)})")}
     by_path: dict[str, list[tuple[int, list[float]]]] = {}
     for (run_id, path), acc in per.items():
+        # each run's times in a serial run's terms: the planner stretches them per worker count
+        acc[0] /= slowdown.get(n_of.get(run_id, 0), 1.0)
         by_path.setdefault(path, []).append((run_id, acc))
     fx_of: dict[str, set[str]] = {}
     for run_users in fx_users.values():
@@ -230,7 +243,35 @@ def _files(history: History, run_ids: Sequence[int], last: int,
             last_s=min(last_test.get((rs[0][0], path), 0.0), wall),
             trusted=not clean_missing(rs),
         )
-    return out, used
+    return out, used, slowdown
+
+
+def _slowdown(history: History, run_ids: Sequence[int],
+              per: Mapping[tuple[int, str], list[float]]) -> dict[int, float]:
+    """Worker count -> how much longer a file takes than in a serial run on this machine.
+
+    Measured, not assumed: per run with n workers, the median over files of its time
+    against the same file's median serial time; per n, the median over such runs. Needs a
+    serial run and at least 3 files seen in both.
+    """
+    n_of = {int(r[0]): int(r[1] or 0) for r in history.execute(
+        f"SELECT id, workers FROM runs WHERE id IN ({_q(run_ids)})")}
+    serial: dict[str, list[float]] = {}
+    for (run_id, path), acc in per.items():
+        if n_of.get(run_id, 0) <= 1 and not acc[4]:
+            serial.setdefault(path, []).append(acc[0])
+    ref = {p: statistics.median(v) for p, v in serial.items()}
+    ratios: dict[int, dict[int, list[float]]] = {}
+    for (run_id, path), acc in per.items():
+        n = n_of.get(run_id, 0)
+        if n >= 2 and ref.get(path, 0.0) >= 0.05 and not acc[4]:
+            ratios.setdefault(n, {}).setdefault(run_id, []).append(acc[0] / ref[path])
+    out: dict[int, float] = {}
+    for n, runs in ratios.items():
+        per_run = [statistics.median(r) for r in runs.values() if len(r) >= 3]
+        if per_run:
+            out[n] = max(0.5, statistics.median(per_run))
+    return out
 
 
 def _doubtful(history: History, run_ids: Sequence[int]) -> dict[tuple[int, str], tuple[float, float]]:
@@ -266,18 +307,24 @@ def _last_tests(history: History, run_ids: Sequence[int]) -> dict[tuple[int, str
     return out
 
 
-def _worker(history: History, run_ids: Sequence[int]) -> tuple[WorkerCost, str]:
+def _worker(history: History, run_ids: Sequence[int]) -> tuple[WorkerCost, str, dict[int, float]]:
+    """One worker's startup and baseline (medians), and the startup per worker count: workers
+    that start together compete for the CPUs, and that is measured, not assumed."""
     rows = history.execute(
-        f"SELECT startup_s, baseline_mb FROM workers WHERE run_id IN ({_q(run_ids)}) "
-        f"AND startup_s IS NOT NULL AND baseline_mb IS NOT NULL")
+        f"SELECT w.startup_s, w.baseline_mb, r.workers FROM workers w JOIN runs r ON r.id = w.run_id "
+        f"WHERE w.run_id IN ({_q(run_ids)}) AND w.startup_s IS NOT NULL AND w.baseline_mb IS NOT NULL")
     if not rows:
         w = DEFAULT_WORKER
         return w, (f"no worker startup recorded: assumed {fmt_s(w.startup_s)} startup and "
-                   f"{fmt_mb(w.baseline_mb)} baseline per worker")
+                   f"{fmt_mb(w.baseline_mb)} baseline per worker"), {}
     w = WorkerCost(startup_s=statistics.median(float(r[0]) for r in rows),
                    baseline_mb=statistics.median(float(r[1]) for r in rows))
+    by_n: dict[int, list[float]] = {}
+    for startup, _, n in rows:
+        by_n.setdefault(max(1, int(n or 0)), []).append(float(startup))
+    startups = {n: statistics.median(v) for n, v in by_n.items()}
     return w, (f"worker startup {fmt_s(w.startup_s)} and baseline {fmt_mb(w.baseline_mb)}: "
-               f"medians of {len(rows)} recorded worker(s)")
+               f"medians of {len(rows)} recorded worker(s)"), startups
 
 
 def load_cost_model(cfg: Config, history_path: Path | None = None,

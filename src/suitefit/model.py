@@ -93,6 +93,10 @@ class CostModel:
     worker: WorkerCost = WorkerCost(startup_s=1.0, baseline_mb=100.0)
     serial_peak_mb: float | None = None  # peak of the whole tree in a serial run, if one was measured
     runs_used: int = 0  # how many recorded runs fed this model (0: defaults only)
+    # measured on this machine: worker count -> a file's time against a serial run, and
+    # worker count -> one worker's startup when that many start together
+    slowdown: Mapping[int, float] = field(default_factory=dict)
+    startup_by_workers: Mapping[int, float] = field(default_factory=dict)
     declared_groups: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # [tool.suitefit] groups
     release: bool | tuple[str, ...] = False  # early fixture release: off, on, or these names
     notes: tuple[str, ...] = ()  # defaults taken and why

@@ -9,7 +9,7 @@ fewest workers that reach the best predicted wall inside the budget.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from suitefit.errors import SuitefitError
@@ -61,6 +61,23 @@ def _file_costs(costs: CostModel) -> tuple[dict[str, FileCost], list[str]]:
         notes.append(f"{len(set(missing))} declared file(s) never measured: default "
                      f"{fmt_s(s)} / {fmt_mb(mb)} each ({src})")
     return fcs, notes
+
+
+def slowdown_for(w: int, cpus: int, measured: Mapping[int, float]) -> float:
+    """How much longer each file takes on ``w`` workers than alone: measured for that count,
+    else extrapolated from the nearest measured count per extra busy CPU, else only the
+    sharing of CPUs (``w / cpus`` past one worker per CPU)."""
+    share = max(1.0, w / cpus)
+    if w in measured:
+        return measured[w]
+    if w <= 1:
+        return 1.0
+    known = [n for n in measured if 2 <= n <= cpus]
+    if not known:
+        return share
+    n0 = min(known, key=lambda n: abs(n - w))
+    per_cpu = max(0.0, (measured[n0] / max(1.0, n0 / cpus) - 1.0) / (min(n0, cpus) - 1))
+    return (1.0 + per_cpu * (min(w, cpus) - 1)) * share
 
 
 def releasable_fixtures(fixtures: Sequence[FixtureCost], rules: GroupingRules,
@@ -123,6 +140,12 @@ def _plan_one(costs: CostModel, budget: Budget, rules: GroupingRules,
     worker = costs.worker
 
     singles = single_units(groups, fcs, fixtures)
+
+    def slow_for(w: int) -> float:
+        return slowdown_for(w, budget.cpus, costs.slowdown)
+
+    def startup_for(w: int) -> float:
+        return costs.startup_by_workers.get(w, worker.startup_s * slow_for(w))
     releasable = releasable_fixtures(plan_fixtures, rules, costs.release)
 
     def evaluate(w: int, best_wall_s: float | None = None, split: bool = True) -> Candidate:
@@ -137,9 +160,9 @@ def _plan_one(costs: CostModel, budget: Budget, rules: GroupingRules,
         # it starts any worker and holds that memory throughout, so it is counted at one more
         # worker's startup (in series) and baseline.
         controller_mb = worker.baseline_mb if w >= 2 else 0.0
-        controller_s = worker.startup_s if w >= 2 else 0.0
-        sim = simulate(tmp, startup_s=worker.startup_s, baseline_mb=worker.baseline_mb,
-                       budget_mb=budget.memory_mb, fixed_mb=controller_mb, cpus=budget.cpus, log=True,
+        controller_s = costs.startup_by_workers.get(1, worker.startup_s) if w >= 2 else 0.0
+        sim = simulate(tmp, startup_s=startup_for(w), baseline_mb=worker.baseline_mb,
+                       budget_mb=budget.memory_mb, fixed_mb=controller_mb, slow=slow_for(w), log=True,
                        releasable=releasable, stop_on_warning=best_wall_s is not None,
                        give_up_after_s=None if best_wall_s is None else 1.5 * best_wall_s)
         sim = replace(sim, wall_s=sim.wall_s + controller_s)
@@ -161,9 +184,8 @@ def _plan_one(costs: CostModel, budget: Budget, rules: GroupingRules,
     def lower_bound(w: int) -> float:
         # no schedule beats the startup plus the larger of an even share and the longest
         # file (as its chunks, when it has tests enough to split)
-        slow = max(1.0, w / budget.cpus)
         longest = max((fc.wall_s / max(1, min(fc.tests, w)) for fc in fcs.values()), default=0.0)
-        return (worker.startup_s + max(file_work / w, longest)) * slow
+        return startup_for(w) + max(file_work / w, longest) * slow_for(w)
 
     chosen, wreasons, _ = choose_workers(evaluate, budget, worker, n_units_max, lower_bound)
     sim = chosen.sim
@@ -216,7 +238,7 @@ def _plan_one(costs: CostModel, budget: Budget, rules: GroupingRules,
         fixtures=plan_fixtures,
         baseline_mb=worker.baseline_mb,
         fixed_mb=worker.baseline_mb if chosen.workers >= 2 else 0.0,
-        slow=max(1.0, chosen.workers / budget.cpus),
+        slow=slow_for(chosen.workers),
         releasable=tuple(sorted(releasable)),
     )
 

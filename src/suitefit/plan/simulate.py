@@ -1,8 +1,8 @@
 """Predict a plan's wall time and peak memory: the scheduling core on a simulated clock.
 
 The same ``Core`` that ``suitefit run``'s xdist scheduler drives decides here; only the
-clock and the workers are simulated. Workers start together and are ready after
-``startup_s``. A worker asks for its next unit when it reaches its current unit's last
+clock and the workers are simulated. Workers start together and are ready at
+``startup_s`` (as measured for that many workers starting at once, or estimated). A worker asks for its next unit when it reaches its current unit's last
 test and holds that test until it gets an answer (as an xdist worker does); a ``Wait``
 costs real simulated time. Every duration stretches by ``slow`` (workers sharing CPUs,
 measured or ``workers / cpus``). Fixture setup is paid once per worker while the fixture
@@ -87,7 +87,7 @@ def simulate(plan: Plan, *, startup_s: float, baseline_mb: float, budget_mb: flo
     releases: list[Release] = []
     sent: dict[str, Unit] = {}
     waiting: list[str] = []
-    t = startup_s * slow
+    t = startup_s
     peak = core.predicted_mb
     end_t = t
 
