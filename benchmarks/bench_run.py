@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import sqlite3
 import statistics
@@ -81,6 +82,10 @@ class ShapeRun:
     serial_calib_mb: float = 0.0
     samples: dict[str, Samples] = field(default_factory=lambda: {c: Samples() for c in COMMANDS})
     plans: dict[str, list[str]] = field(default_factory=lambda: {"suitefit": [], "budget": []})
+    # per round: (predicted wall s, measured wall s, predicted peak MiB, measured peak MiB)
+    predictions: dict[str, list[tuple[float, float, float, float]]] = field(
+        default_factory=lambda: {"suitefit": [], "budget": []})
+    killed: int = 0  # budget runs the sampler killed at the budget
     refused: str = ""  # suitefit's one-line error when it refused the budget as impossible
 
 
@@ -102,13 +107,23 @@ def command(kind: str, python: str, suitefit: str, workers: int, budget_mb: floa
     raise ValueError(kind)
 
 
-def run_measured(cmd: list[str], suite: Path, log: Path, may_refuse: bool = False) -> tree_sampler.Result | None:
-    """The command's measurement; None if ``may_refuse`` and suitefit refused the budget."""
+def run_measured(cmd: list[str], suite: Path, log: Path, may_refuse: bool = False,
+                 kill_above_mb: float | None = None, env: dict[str, str] | None = None,
+                 may_fail: bool = False) -> tree_sampler.Result | None:
+    """The command's measurement; None if ``may_refuse`` and suitefit refused the budget.
+
+    ``kill_above_mb``: the sampler kills the tree above it, like a CI runner's limit; a
+    run killed that way is reported (its exit -9), not hidden.
+    """
     with log.open("w") as out:
-        r = tree_sampler.measure(cmd, cwd=suite, env=_env(), stdout=out, stderr=subprocess.STDOUT, timeout=600)
+        r = tree_sampler.measure(cmd, cwd=suite, env={**_env(), **(env or {})}, stdout=out,
+                                 stderr=subprocess.STDOUT, timeout=600, kill_above_mb=kill_above_mb)
     if may_refuse and r.exit_code == 2 and "suitefit: error: memory budget" in log.read_text():
         return None
-    if r.exit_code != 0:
+    if kill_above_mb is not None and r.exit_code == -9:
+        print(f"bench_run.py: KILLED at the budget {kill_above_mb:.0f} MiB: {' '.join(cmd)}", file=sys.stderr)
+        return r
+    if r.exit_code != 0 and not may_fail:
         tail = "\n".join(log.read_text().splitlines()[-20:])
         print(f"{tail}\nbench_run.py: error: exit {r.exit_code}: {' '.join(cmd)} (in {suite})", file=sys.stderr)
         raise SystemExit(2)
@@ -120,6 +135,20 @@ def plan_line(log: Path) -> str:
     keep = [ln.strip() for ln in log.read_text().splitlines()
             if ln.startswith("suitefit: plan:") or ln.startswith("suitefit: run ")]
     return " | ".join(keep)
+
+
+_PRED = re.compile(r"suitefit: plan: (\d+) worker\(s\), predicted wall ([\d.]+) (ms|s), "
+                   r"peak ([\d.]+) (MiB|GiB)")
+
+
+def predicted(log: Path) -> tuple[float, float] | None:
+    """The plan's predicted wall (s) and peak (MiB), from suitefit run's plan line."""
+    m = _PRED.search(log.read_text())
+    if m is None:
+        return None
+    wall = float(m.group(2)) / (1000 if m.group(3) == "ms" else 1)
+    peak = float(m.group(4)) * (1024 if m.group(5) == "GiB" else 1)
+    return wall, peak
 
 
 def copy_history(src: Path, dst: Path) -> None:
@@ -138,14 +167,15 @@ def prepare(name: str, work: Path, scale: float, python: str, suitefit: str) -> 
     sr = ShapeRun(name, suite)
     logs = work / "logs"
     t0 = time.perf_counter()
-    run_measured([suitefit, "profile", "--", "-q"], suite, logs / f"{name}-profile.log")
-    run_measured(command("suitefit", python, suitefit, 0, 0), suite, logs / f"{name}-warmup.log")
+    # one serial profiling run is all the history holds (the skewed shape's hangs in it)
+    run_measured([suitefit, "profile", "--", "-q"], suite, logs / f"{name}-profile.log",
+                 env={"BENCH_HANG": "1"}, may_fail=shape.hang_file)
     calib = run_measured(command("serial", python, suitefit, 0, 0), suite, logs / f"{name}-serial-calib.log")
     assert calib is not None
     sr.serial_calib_mb = calib.peak_rss_mb
     sr.budget_mb = BUDGET_FACTOR * calib.peak_rss_mb
     copy_history(suite / ".suitefit" / "history.sqlite", suite / ".suitefit" / "budget.sqlite")
-    print(f"{name}: seeded (profile + warm-up run) in {time.perf_counter() - t0:.0f} s; serial peak "
+    print(f"{name}: seeded (one profiling run) in {time.perf_counter() - t0:.0f} s; serial peak "
           f"{calib.peak_rss_mb:.0f} MiB -> budget {sr.budget_mb:.0f} MiB", file=sys.stderr)
     return sr
 
@@ -172,13 +202,15 @@ def report(sr: ShapeRun) -> tuple[str, list[tuple[str, bool, str]]]:
             continue
         rows.append((label, rng(s[c].wall, ".2f"), rng(s[c].peak, ".0f"), rng(s[c].cpu, ".1f")))
     ratio_rows: list[tuple[str, ...]] = [("suitefit vs", "wall", "peak", "CPU")]
+    checks: list[tuple[str, bool, str]] = []
+    if not s["suitefit"].wall or not all(s[c].wall for c in XDIST_MODES):  # --only: budget checks alone
+        return _budget_checks(sr, rows, ratio_rows, checks)
     for c in ("serial", *XDIST_MODES):
         ratio_rows.append((c, f"{med(s['suitefit'].wall) / med(s[c].wall):.2f}x",
                            f"{med(s['suitefit'].peak) / med(s[c].peak):.2f}x",
                            f"{med(s['suitefit'].cpu) / med(s[c].cpu):.2f}x"))
     best = min(XDIST_MODES, key=lambda c: med(s[c].wall))
     sf_wall, best_wall = med(s["suitefit"].wall), med(s[best].wall)
-    checks: list[tuple[str, bool, str]] = []
     if sr.name == "pool-heavy":
         r = sf_wall / best_wall
         checks.append((f"wall <= {POOL_WALL_TARGET:.2f}x best xdist ({best})", r <= POOL_WALL_TARGET,
@@ -189,13 +221,23 @@ def report(sr: ShapeRun) -> tuple[str, list[tuple[str, bool, str]]]:
         noise = max(s["suitefit"].noise(), s[best].noise())
         r = sf_wall / best_wall
         checks.append((f"wall <= best xdist ({best}) + noise {noise:.0%}", r <= 1 + noise, f"{r:.2f}x"))
+    return _budget_checks(sr, rows, ratio_rows, checks)
+
+
+def _budget_checks(sr: ShapeRun, rows: list[tuple[str, ...]], ratio_rows: list[tuple[str, ...]],
+                   checks: list[tuple[str, bool, str]]) -> tuple[str, list[tuple[str, bool, str]]]:
+    s, med = sr.samples, Samples.med
     if not s["budget"].wall:
         checks.append((f"budget {sr.budget_mb:.0f} MiB: run inside it, faster than serial", False,
                        f"refused in every round: {sr.refused}"))
         return _text(sr, rows, ratio_rows, checks), checks
+    checks.append((f"budget: never killed at {sr.budget_mb:.0f} MiB by the sampler", sr.killed == 0,
+                   f"{len(s['budget'].wall) - sr.killed} of {len(s['budget'].wall)} runs inside it"))
     worst = max(s["budget"].peak)
     checks.append((f"budget: every peak <= {sr.budget_mb:.0f} MiB", worst <= sr.budget_mb,
                    f"max {worst:.0f} MiB ({worst / sr.budget_mb:.0%})"))
+    if not s["serial"].wall:
+        return _text(sr, rows, ratio_rows, checks), checks
     bw = med(s["budget"].wall) / med(s["serial"].wall)
     bnoise = max(s["budget"].noise(), s["serial"].noise())
     checks.append(("budget: wall < serial", bw < 1.0,
@@ -210,6 +252,10 @@ def _text(sr: ShapeRun, rows: list[tuple[str, ...]], ratio_rows: list[tuple[str,
             f"median serial peak {med(s['serial'].peak):.0f} MiB)", table(rows), "", table(ratio_rows), ""]
     for what, ok, detail in checks:
         text.append(f"  {'met ' if ok else 'MISS'}  {what}: {detail}")
+    for kind, preds in sr.predictions.items():
+        for i, (pw, mw, pp, mp) in enumerate(preds, 1):
+            text.append(f"  {kind} round {i}: predicted wall {pw:.2f} s vs measured {mw:.2f} s "
+                        f"({pw / mw - 1:+.0%}), peak {pp:.0f} vs {mp:.0f} MiB ({pp / mp - 1:+.0%})")
     for kind, lines in sr.plans.items():
         for i, ln in enumerate(lines, 1):
             text.append(f"  {kind} round {i}: {ln}")
@@ -221,6 +267,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--shapes", default="pool-heavy,hog-heavy,many-small", help="gen_suite shapes")
     ap.add_argument("--scale", type=float, default=0.5, help="gen_suite --scale (file counts; default 0.5)")
     ap.add_argument("--rounds", type=int, default=3, help="rounds of every command (default 3)")
+    ap.add_argument("--only", default=None, help="measure only these commands (comma-separated), e.g. budget")
     ap.add_argument("--workers", type=int, default=None, help="xdist -n (default: logical CPUs we may use)")
     ap.add_argument("--python", default=sys.executable, help="interpreter with pytest, xdist, suitefit")
     ap.add_argument("--keep", type=Path, default=None, help="work here and keep suites, histories and logs")
@@ -236,6 +283,7 @@ def main(argv: list[str] | None = None) -> int:
     if not os.access(suitefit, os.X_OK):
         ap.exit(2, f"bench_run.py: error: no suitefit next to {a.python}\n")
     workers = a.workers or len(os.sched_getaffinity(0))
+    only = set(a.only.split(",")) if a.only else set(COMMANDS)
     work = a.keep or Path(tempfile.mkdtemp(prefix="suitefit-benchrun-"))
     if a.keep and work.exists():
         shutil.rmtree(work)
@@ -246,17 +294,23 @@ def main(argv: list[str] | None = None) -> int:
         for rnd in range(a.rounds):
             t0 = time.perf_counter()
             k = rnd * len(COMMANDS) // a.rounds if a.rounds > 1 else 0
-            order = [(sr, c) for sr in runs for c in COMMANDS[k:] + COMMANDS[:k]]
+            order = [(sr, c) for sr in runs for c in COMMANDS[k:] + COMMANDS[:k] if c in only]
             for sr, c in order:
                 log = work / "logs" / f"{sr.name}-{c}-{rnd + 1}.log"
                 r = run_measured(command(c, a.python, suitefit, workers, sr.budget_mb), sr.suite, log,
-                                 may_refuse=c == "budget")
+                                 may_refuse=c == "budget",
+                                 kill_above_mb=sr.budget_mb if c == "budget" else None)
                 if r is None:
                     sr.refused = log.read_text().strip().splitlines()[-1]
                     continue
+                if r.exit_code == -9:
+                    sr.killed += 1
                 sr.samples[c].add(r)
                 if c in sr.plans:
                     sr.plans[c].append(plan_line(log))
+                    pred = predicted(log)
+                    if pred is not None:
+                        sr.predictions[c].append((pred[0], r.wall_s, pred[1], r.peak_rss_mb))
             load.append((f"round {rnd + 1}", os.getloadavg()))
             print(f"round {rnd + 1}/{a.rounds}: {time.perf_counter() - t0:.0f} s, load {os.getloadavg()[0]:.1f}",
                   file=sys.stderr)
@@ -273,7 +327,8 @@ def main(argv: list[str] | None = None) -> int:
                 "rounds": a.rounds, "scale": a.scale, "workers": workers, "load": load,
                 "shapes": {sr.name: {"budget_mb": sr.budget_mb, "serial_calib_mb": sr.serial_calib_mb,
                                      "samples": {c: vars(v) for c, v in sr.samples.items()},
-                                     "plans": sr.plans} for sr in runs},
+                                     "plans": sr.plans, "predictions": sr.predictions,
+                                     "killed": sr.killed} for sr in runs},
                 "checks": [{"check": w, "met": ok, "detail": d} for w, ok, d in all_checks],
             }, indent=1))
     finally:

@@ -36,6 +36,8 @@ class Shape:
     test_ms: int = 30  # CPU per ordinary test
     pair: bool = True  # order-dependent provider/consumer pair
     declare_pair_group: bool = True  # declare the pair as a group in [tool.suitefit]
+    long_file_share: float = 0.0  # one more file holding this share of the ordinary work
+    hang_file: bool = False  # a file whose test hangs 5x and fails when BENCH_HANG=1 (a timeout)
 
 
 SHAPES: dict[str, Shape] = {
@@ -48,6 +50,14 @@ SHAPES: dict[str, Shape] = {
     "hog-heavy": Shape(import_s=0.5, import_mb=40, pool_procs=0, pool_files=0,
                        hogs_mb=[900, 700, 600, 500, 400], files=16, tests_per_file=6, test_ms=40,
                        pair=False),
+    # The pool group alone is longer than a lane on 2 workers: it must be split (its memory twice).
+    "pool-split": Shape(import_s=1.0, import_mb=60, pool_procs=2, pool_mb=150, pool_setup_s=1.5,
+                        pool_files=16, pool_tests=8, pool_test_ms=80, hogs_mb=[], files=4,
+                        tests_per_file=6, test_ms=40, pair=False),
+    # A wrong history and a long pole: one file holds 20% of the work, and the one profiling
+    # run recorded another file at 5x its cost (a test hung to a timeout and failed).
+    "skewed": Shape(import_s=1.0, import_mb=60, pool_procs=0, pool_files=0, hogs_mb=[], files=20,
+                    tests_per_file=6, test_ms=40, pair=False, long_file_share=0.2, hang_file=True),
     # Many small files behind a heavy import (the second report's guard modules).
     "many-small": Shape(import_s=1.5, import_mb=60, pool_procs=0, pool_files=0, hogs_mb=[],
                         files=60, tests_per_file=3, test_ms=25, pair=False),
@@ -141,6 +151,23 @@ def test_hog_{mb}mb():
     del block
 '''
 
+HANG = '''\
+import os
+
+import pytest
+
+from conftest import burn
+
+
+@pytest.mark.parametrize("i", range({n}))
+def test_sometimes_hangs(i):
+    """In the profiling run (BENCH_HANG=1) its last test hangs to a 'timeout' and fails."""
+    if os.environ.get("BENCH_HANG") and i == {n} - 1:
+        burn({hang_ms})
+        raise TimeoutError("Timeout: the test hung (simulated pytest-timeout)")
+    burn({ms})
+'''
+
 PROVIDER = '''\
 import os
 
@@ -183,6 +210,19 @@ def generate(out: Path, shape: Shape, name: str = "suite") -> dict[str, object]:
             p.write_text(POOL.format(n=shape.pool_tests, ms=shape.pool_test_ms))
             files[f"tests/{p.name}"] = {"kind": "pool", "tests": shape.pool_tests,
                                         "cpu_ms": shape.pool_tests * shape.pool_test_ms}
+    ordinary_ms = sum(int(f["cpu_ms"]) for f in files.values())  # type: ignore[call-overload]
+    if shape.long_file_share > 0:
+        total = ordinary_ms / (1 - shape.long_file_share)
+        n = max(2, shape.tests_per_file * 4)
+        ms = max(1, round(total * shape.long_file_share / n))
+        (tests / "test_long_pole.py").write_text(ORDINARY.format(n=n, ms=ms))
+        files["tests/test_long_pole.py"] = {"kind": "long", "tests": n, "cpu_ms": n * ms}
+    if shape.hang_file:
+        n, ms = shape.tests_per_file, shape.test_ms * 2
+        (tests / "test_hangs_in_profile.py").write_text(
+            HANG.format(n=n, ms=ms, hang_ms=5 * n * ms))
+        files["tests/test_hangs_in_profile.py"] = {"kind": "hangs-in-profile", "tests": n,
+                                                   "cpu_ms": n * ms, "profile_cpu_ms": (n - 1) * ms + 5 * n * ms}
     for mb in shape.hogs_mb:
         p = tests / f"test_hog_{mb}mb.py"
         p.write_text(HOG.format(mb=mb))

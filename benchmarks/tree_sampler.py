@@ -153,11 +153,14 @@ def measure(
     stderr: int | IO[Any] | None = None,
     timeout: float | None = None,
     keep_timeline: bool = False,
+    kill_above_mb: float | None = None,
 ) -> Result:
     """Start ``cmd`` and sample its tree every ``interval`` s until it exits.
 
     ``stdout``/``stderr`` are passed to ``subprocess.Popen`` (e.g. ``subprocess.DEVNULL``).
-    On ``timeout`` the whole tree is killed and ``timed_out`` is set.
+    On ``timeout`` the whole tree is killed and ``timed_out`` is set. With
+    ``kill_above_mb`` the tree is SIGKILLed the first time its summed RSS exceeds it, as a
+    CI runner's memory limit would (the exit code is then -9).
     """
     t0 = time.perf_counter()
     proc = subprocess.Popen(list(cmd), cwd=cwd, env=dict(env) if env is not None else None,
@@ -171,6 +174,8 @@ def measure(
     try:
         while True:
             poller.poll()
+            if kill_above_mb is not None and poller.peak_rss > kill_above_mb:
+                _kill(tree_pids(proc.pid))
             # wait4 (not Popen.poll) so the rusage of the root and its reaped descendants comes back.
             pid, st, ru = os.wait4(proc.pid, os.WNOHANG)
             if pid == proc.pid:
