@@ -112,6 +112,16 @@ def test_group_runs_on_one_worker_in_plan_order(tmp_path: Path) -> None:
         run = h.runs(limit=1)[0]
         admits = h.events(run.id, "sched_send")
     assert {e.nodeid for e in admits} == {"group", *[f"tests/test_o{i}.py" for i in range(4)]}
+    # the decision log is drawn on the report's worker timeline, on the lane it concerns
+    out = tmp_path / "report.html"
+    rep = subprocess.run([sys.executable, "-m", "suitefit", "report", "--history", str(tmp_path / "h.sqlite"),
+                          "-o", str(out)], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert rep.returncode == 0, rep.stdout + rep.stderr
+    html = out.read_text()
+    lanes = html[html.index('class="chart lanes"'):]
+    lanes = lanes[:lanes.index("</svg>")]
+    assert lanes.count('class="decision d-send"') == len(admits)
+    assert "send group" in lanes
 
 
 @pytest.mark.slow

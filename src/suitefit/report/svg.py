@@ -16,6 +16,7 @@ from suitefit.report.queries import FileSpan, Marker, Point, RunView, TestSpan
 from suitefit.units import fmt_mb, fmt_s
 
 TEST_DETAIL_MAX = 2000  # above this many tests the worker timeline shows files only
+DECISIONS_MAX = 2000  # scheduler decisions drawn on the worker timeline
 PALETTE = 8  # file colour classes f0..f7 in the CSS
 OFF_SCALE = 3.0  # a budget more than this many times the highest reading is named, not drawn to scale
 
@@ -277,6 +278,15 @@ def worker_chart(view: RunView, *, width: int = 1180, lane: int = 24) -> tuple[s
             tip = f"{ts.nodeid} ({ts.outcome}) on {ts.worker}: {fmt_s(ts.start)}, wall {fmt_s(ts.wall_s)}"
             out.append(f'<rect class="test o-{escape(ts.outcome)}" x="{_n(x1)}" y="{y}" width="{_n(w_px)}" '
                        f'height="{lane - 7 - h_file}"><title>{escape(tip)}</title></rect>')
+    # the scheduler's decisions (its log in the history), as ticks on the lane they concern
+    shown = [m for m in view.decisions if m.worker in row and m.kind not in ("sched_done", "sched_note")]
+    for m in shown[:DECISIONS_MAX]:
+        kind = m.kind.removeprefix("sched_")
+        x = f.x(max(m.t, 0.0))
+        y = top + row[m.worker or ""] * lane + 2
+        tip = f"{fmt_s(m.t)} {m.worker}: {kind} {m.nodeid or ''} ({m.detail.get('reason', '')})"
+        out.append(f'<path class="decision d-{escape(kind)}" d="M{_n(x - 3)},{_n(y - 2)}h6l-3,5z">'
+                   f"<title>{escape(tip)}</title></path>")
     for wr in view.workers:
         if wr.status != "died":
             continue
