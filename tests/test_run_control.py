@@ -348,3 +348,49 @@ def test_a_chunked_file_runs_on_both_workers_each_test_once(tmp_path: Path) -> N
         by_worker.setdefault(r["worker"], []).append(int(r["test"].split("::")[1]))
     for seq in by_worker.values():
         assert seq == sorted(seq)
+
+
+def test_a_recorded_run_replays_to_the_same_decisions(tmp_path: Path) -> None:
+    # Replay: the recorded run's test completions, fed in their recorded order to the real
+    # adapter with stand-in nodes, give the decisions the run recorded: the adapter decides
+    # nothing the core does not, and the core is a function of its events.
+    from types import SimpleNamespace
+
+    from suitefit.xdist_sched import SuitefitScheduling
+
+    plan_path = group_suite(tmp_path)
+    res, _ = run_planned(tmp_path, plan_path, "-n", "2")
+    assert res.returncode == 0, res.stdout + res.stderr
+    col = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--collect-only", "-q"],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    collection = [ln.strip() for ln in col.stdout.splitlines() if "::" in ln]
+    with History(tmp_path / "h.sqlite") as h:
+        run = h.runs(limit=1)[0]
+        tests = h.tests(run.id)
+        recorded = [(e.worker, e.nodeid) for e in h.events(run.id, "sched_send")]
+    plan = Plan.from_json(json.loads(plan_path.read_text()))
+
+    class Node:
+        def __init__(self, wid: str) -> None:
+            self.gateway = SimpleNamespace(id=wid)
+
+        def send_runtest_some(self, indices: list[int]) -> None:
+            pass
+
+        def shutdown(self) -> None:
+            pass
+
+    replayed: list[tuple[str, str]] = []
+    sched = SuitefitScheduling(None, None, plan, numnodes=2, live=lambda: (0.0, {}),
+                               on_decision=lambda k, w, u, r: replayed.append((w, u)) if k == "send" else None)
+    nodes = {w: Node(w) for w in dict.fromkeys(w for w, _ in recorded)}
+    for n in nodes.values():
+        sched.add_node(n)
+        sched.add_node_collection(n, collection)
+    sched.schedule()
+    for t in sorted(tests, key=lambda t: t.started + t.wall_s):
+        node, idx = nodes[t.worker], collection.index(t.nodeid)
+        assert idx in sched.node2pending[node], f"{t.nodeid} ran on {t.worker}; the replay put it elsewhere"
+        sched.mark_test_complete(node, idx)
+    assert sorted(replayed) == sorted(recorded)
+    assert sched.tests_finished
