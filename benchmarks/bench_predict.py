@@ -1,0 +1,104 @@
+"""How far `suitefit plan`'s predicted wall is from what runs took, at 1, 2 and 16 workers.
+
+For each recorded run R in a history (a suite bench_run.py kept with ``--keep``, or any
+project's ``.suitefit/history.sqlite``): the cost model is built from the OTHER runs
+(leave one out, so R's own times cannot leak into its prediction), a plan is made with
+R's worker count pinned, and its predicted wall is compared with R's measured session
+wall. This machine has 2 CPUs, so 16 workers cannot be measured: there, the "actual"
+is the same plan's simulation with every file's time replaced by its time in R (the
+scheduling core replayed on recorded costs), which says how much run-to-run variation
+of file costs alone moves the wall at 16 workers.
+
+    .venv/bin/python benchmarks/bench_predict.py HISTORY [--cpus 16] [--budget-mb N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sqlite3
+import statistics
+import sys
+import tempfile
+from dataclasses import replace
+from pathlib import Path
+
+from suitefit.costs import build_cost_model
+from suitefit.history import History
+from suitefit.model import Budget, Plan, Unit
+from suitefit.plan import make_plan
+from suitefit.plan.simulate import simulate
+
+
+def _with_costs(plan: Plan, walls: dict[str, float]) -> Plan:
+    """The plan with each unit's time from ``walls`` (a recorded run's per-file times)."""
+    units = []
+    for u in plan.units:
+        if u.chunk is not None:
+            w = walls.get(u.files[0], u.wall_s * u.chunk[1]) / u.chunk[1]
+        else:
+            w = sum(walls.get(f, 0.0) for f in u.files)
+        units.append(Unit(u.name, u.files, w, u.peak_mb, u.fixtures, u.reason, u.last_s, u.chunk))
+    return replace(plan, units=tuple(units))
+
+
+def _without(src: Path, run_id: int, dst: Path) -> None:
+    """A copy of the history with one run removed (leave one out)."""
+    with sqlite3.connect(src) as s, sqlite3.connect(dst) as d:
+        s.backup(d)
+    with sqlite3.connect(dst) as d:
+        for (table,) in d.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall():
+            cols = [c[1] for c in d.execute(f"PRAGMA table_info({table})")]
+            if "run_id" in cols:
+                d.execute(f"DELETE FROM {table} WHERE run_id = ?", [run_id])
+        d.execute("DELETE FROM runs WHERE id = ?", [run_id])
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="bench_predict.py", description=__doc__.split("\n\n")[0])
+    ap.add_argument("history", type=Path)
+    ap.add_argument("--cpus", type=int, default=16, help="the simulated machine's CPUs (default 16)")
+    ap.add_argument("--budget-mb", type=float, default=1e9, help="memory budget (default: none binding)")
+    a = ap.parse_args(argv)
+    if not a.history.exists():
+        ap.exit(2, f"bench_predict.py: error: no history at {a.history}\n")
+    with History(a.history, create=False) as h:
+        runs = [r for r in h.runs() if r.status in ("passed", "failed") and r.wall_s]
+        walls_of: dict[int, dict[str, float]] = {r.id: {} for r in runs}
+        for r in runs:
+            for f in h.files(r.id):
+                walls_of[r.id][f.path] = walls_of[r.id].get(f.path, 0.0) + f.wall_s
+    errors: dict[int, list[float]] = {}
+    sim_errors: list[float] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for r in runs:
+            if len(runs) < 2:
+                break
+            copy = Path(tmp) / f"h{r.id}.sqlite"
+            _without(a.history, r.id, copy)
+            with History(copy) as h2:
+                costs = build_cost_model(h2)
+            n = max(1, r.workers)
+            plan = make_plan(costs, Budget(a.budget_mb, 2, workers=n))
+            err = plan.predicted_wall_s / (r.wall_s or 1.0) - 1
+            errors.setdefault(n, []).append(err)
+            big = make_plan(costs, Budget(a.budget_mb, a.cpus, workers=a.cpus))
+            kw = dict(startup_s=0.0, baseline_mb=big.baseline_mb, budget_mb=None, slow=big.slow,
+                      fixed_mb=big.fixed_mb)
+            planned = simulate(big, **kw)  # type: ignore[arg-type]
+            replayed = simulate(_with_costs(big, walls_of[r.id]), **kw)  # type: ignore[arg-type]
+            sim_errors.append(planned.wall_s / replayed.wall_s - 1 if replayed.wall_s else 0.0)
+            print(f"run {r.id} ({r.kind}, {n} worker(s)): predicted {plan.predicted_wall_s:.2f} s, "
+                  f"session {r.wall_s:.2f} s ({err:+.0%}); {a.cpus} workers: planned "
+                  f"{planned.wall_s:.2f} s vs replayed on this run's file times {replayed.wall_s:.2f} s "
+                  f"({sim_errors[-1]:+.0%})")
+    for n, es in sorted(errors.items()):
+        print(f"{n} worker(s): median error {statistics.median(es):+.1%} over {len(es)} run(s) "
+              f"(range {min(es):+.0%} to {max(es):+.0%})")
+    if sim_errors:
+        print(f"{a.cpus} workers (simulated on recorded costs): median {statistics.median(sim_errors):+.1%} "
+              f"(range {min(sim_errors):+.0%} to {max(sim_errors):+.0%})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
