@@ -38,6 +38,7 @@ KNOWN_KEYS = {
     "compare",
     "report",
     "shards",
+    "release_fixtures",
 }
 
 
@@ -83,6 +84,18 @@ class Config:
                 "[tool.suitefit] groups must map a group name to a list of test file paths"
             )
         return {str(k): tuple(files) for k, files in v.items()}
+
+    @property
+    def release_fixtures(self) -> bool | tuple[str, ...]:
+        """Early release of expensive fixtures: true (default), false, or only the named ones."""
+        v = self.raw.get("release_fixtures", True)
+        if isinstance(v, bool):
+            return v
+        if isinstance(v, list) and all(isinstance(n, str) and n for n in v):
+            return tuple(v)
+        raise SuitefitError(
+            f"[tool.suitefit] release_fixtures must be true, false or a list of fixture names, got {v!r}"
+        )
 
     def section(self, name: str) -> dict[str, Any]:
         v = self.raw.get(name, {})

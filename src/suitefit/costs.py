@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from suitefit.config import Config
@@ -95,18 +96,18 @@ def _fixtures(history: History, run_ids: Sequence[int]) -> tuple[
     """Fixture costs, per (run, worker) the persistent fixtures set up there, and their users."""
     ids = _q(run_ids)
     rows = history.execute(
-        f"SELECT run_id, worker, name, scope, setup_s, teardown_s, procs, mb FROM fixtures "
+        f"SELECT run_id, worker, name, scope, setup_s, teardown_s, procs, mb, autouse FROM fixtures "
         f"WHERE run_id IN ({ids}) ORDER BY run_id DESC")
     users: dict[int, dict[str, set[str]]] = {}
     for run_id, name, file in history.execute(
             f"SELECT run_id, name, file FROM fixture_files WHERE run_id IN ({ids})"):
         users.setdefault(int(run_id), {}).setdefault(str(name), set()).add(str(file))
-    per_name: dict[str, list[tuple[int, str, float, float | None, int, float]]] = {}
+    per_name: dict[str, list[tuple[int, str, float, float | None, int, float, int]]] = {}
     on_worker: dict[tuple[int, str], dict[str, tuple[float, float]]] = {}
     scope_of: dict[str, str] = {}
-    for run_id, worker, name, scope, setup_s, teardown_s, procs, mb in rows:
+    for run_id, worker, name, scope, setup_s, teardown_s, procs, mb, autouse in rows:
         scope_of.setdefault(name, scope)  # newest first
-        per_name.setdefault(name, []).append((run_id, worker, setup_s, teardown_s, procs, mb))
+        per_name.setdefault(name, []).append((run_id, worker, setup_s, teardown_s, procs, mb, autouse))
         if scope in PERSISTENT:
             d = on_worker.setdefault((int(run_id), str(worker)), {})
             old = d.get(name, (0.0, 0.0))
@@ -122,6 +123,7 @@ def _fixtures(history: History, run_ids: Sequence[int]) -> tuple[
             procs=max(int(r[4] or 0) for r in rs),
             mb=max(float(r[5] or 0.0) for r in rs),
             files=tuple(files),
+            autouse=any(r[6] for r in rs),  # autouse anywhere, ever: never release it
         ))
     return tuple(out), on_worker, users
 
@@ -208,12 +210,15 @@ def load_cost_model(cfg: Config, history_path: Path | None = None,
 
             raise SuitefitError(f"[tool.suitefit] default_file_s must be seconds >= 0, got {ds!r}")
         default_s = float(ds)
+    release = cfg.release_fixtures  # read first: a bad value is an error before any work
     if not Path(path).exists():
-        return build_cost_model(None, files=files, groups=cfg.groups, default_s=default_s,
-                                default_mb=default_mb), False
+        costs = build_cost_model(None, files=files, groups=cfg.groups, default_s=default_s,
+                                 default_mb=default_mb)
+        return replace(costs, release=release), False
     with History(path, create=False) as h:
-        return build_cost_model(h, files=files, groups=cfg.groups, default_s=default_s,
-                                default_mb=default_mb), True
+        costs = build_cost_model(h, files=files, groups=cfg.groups, default_s=default_s,
+                                 default_mb=default_mb)
+        return replace(costs, release=release), True
 
 
 SKIP_DIRS = {".git", ".venv", "venv", ".tox", ".nox", "node_modules", "__pycache__", ".suitefit",

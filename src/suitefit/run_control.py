@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +47,7 @@ class RunControl:
         self.worker_low_mb: dict[str, float] = {}  # each worker's lowest reading: its idle floor
         self.sched: Any = None
         self.dead: list[dict[str, Any]] = []
+        self._release_board: Any = None
         sampler.subscribe(self._on_sample)
         if self.budget_mb:
             sampler.subscribe(Heartbeat(self.budget_mb, self.journal, self._heartbeat))
@@ -158,10 +160,37 @@ class RunControl:
             if node is not dead:
                 self.sched.withdraw(node)
 
+    # -- early release of fixtures (suitefit.release) -----------------------------------------
+
+    def release_board(self) -> Any:
+        """Where the scheduler posts "release F on worker W after test T" (a ``ReleaseBoard``)."""
+        from suitefit.release import ReleaseBoard, board_folder
+
+        if self._release_board is None:
+            self._release_board = ReleaseBoard(board_folder(self.history.path, self.run_id))
+        return self._release_board
+
+    def release_locally(self, after: Mapping[str, Sequence[str]]) -> None:
+        """One process (no xdist): release these fixtures after these tests (node id -> names)."""
+        from suitefit.release import PLUGIN_NAME
+
+        plugin = self.config.pluginmanager.get_plugin(PLUGIN_NAME)
+        assert plugin is not None, "registered by session.py in a one-process run under a plan"
+        for nodeid, names in after.items():
+            plugin.add(nodeid, names)
+
+    def _remove_release_board(self) -> None:
+        from suitefit.release import ReleaseBoard, board_folder
+
+        folder = board_folder(self.history.path, self.run_id)
+        if folder.exists():
+            ReleaseBoard(folder).remove()
+
     # -- the end ---------------------------------------------------------------------------
 
     def finish(self) -> None:
         self.journal.maybe_write(force=True)
+        self._remove_release_board()
         known = set(self.worker_pids.values())
         pids = reaper.leftovers_under(os.getpid(), exclude=known)
         pids = [p for p in pids if p not in self._worker_descendants_alive()]
