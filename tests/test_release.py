@@ -86,6 +86,7 @@ def pool():
 def broken():
     yield
     note(event="broken_finalized")
+    print("broken says goodbye")
     raise RuntimeError("the teardown of broken fails")
 
 
@@ -214,6 +215,11 @@ def check_behaviour(root: Path, res: subprocess.CompletedProcess[str]) -> str:
     assert res.returncode == 1, out
     assert "ERROR at teardown of test_broken" in res.stdout, out
     assert "the teardown of broken fails" in res.stdout, out
+    # inside pytest's capture of that teardown, like any finalizer's output
+    err = res.stdout[res.stdout.index("ERROR at teardown of test_broken"):]
+    assert "Captured stdout teardown" in err and "broken says goodbye" in err, out
+    assert "released session fixture 'broken' on " in err and "its teardown failed" in err, out
+    assert "src/suitefit/release.py" not in err, out  # the report starts at the user's code
     assert "7 passed, 1 error" in res.stdout, out
     return str(up["worker"])
 

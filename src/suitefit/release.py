@@ -144,8 +144,11 @@ class FixtureRelease:
         if fixturedef.scope in RELEASABLE_SCOPES:
             self._live.setdefault(fixturedef.argname, {})[id(fixturedef)] = (fixturedef, request)
 
-    @pytest.hookimpl(wrapper=True)
+    # trylast: the innermost wrapper, inside pytest's capture and logging of the teardown, so
+    # a finalizer's output and log records land in the test's report like any teardown's.
+    @pytest.hookimpl(wrapper=True, trylast=True)
     def pytest_runtest_teardown(self, item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, Any, Any]:
+        __tracebackhide__ = True  # a failing finalizer's report starts at the user's code
         # After pytest's own teardown of the item: its function fixtures are gone first.
         result = yield
         if self._reader is not None and (nextitem is None or _file_of(nextitem.nodeid) != _file_of(item.nodeid)):
@@ -159,6 +162,7 @@ class FixtureRelease:
     # -- the release ------------------------------------------------------------------------
 
     def _release(self, item: pytest.Item, nextitem: pytest.Item | None, names: Sequence[str]) -> None:
+        __tracebackhide__ = True
         # The closure of the next test: its arguments, autouse fixtures and what those request.
         needed = set(getattr(nextitem, "fixturenames", ())) if nextitem is not None else set()
         errors: list[BaseException] = []
@@ -180,9 +184,13 @@ class FixtureRelease:
                     fd.finish(req)
                 except BaseException as e:  # every finalizer error is the test's teardown error
                     failed.append(e)
-            self._event("fixture_released", item, name, ok=not failed,
-                        seconds=round(timing.perf_counter() - t0, 4),
+            seconds = timing.perf_counter() - t0
+            self._event("fixture_released", item, name, ok=not failed, seconds=round(seconds, 4),
                         error=repr(failed[0])[:300] if failed else None)
+            # Says, in the test's own report, why a session fixture ended here.
+            item.add_report_section("teardown", "suitefit", (
+                f"released {defs[-1][0].scope} fixture {name!r} on {self.worker} after its last user here "
+                f"({seconds:.2f} s){': its teardown failed' if failed else ''}"))
             errors += failed
         # Raised here, in the teardown phase: pytest reports it as an error at teardown of
         # ``item`` (with xdist too), the same place it would name a failing finalizer itself.
