@@ -11,7 +11,7 @@ import os
 import signal
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -24,6 +24,9 @@ from suitefit.model import Plan
 from suitefit.streams import original_stderr
 from suitefit.threads import pin_threads
 from suitefit.units import fmt_mb
+
+if TYPE_CHECKING:
+    from suitefit.release import ReleaseBoard
 
 
 class RunControl:
@@ -47,7 +50,7 @@ class RunControl:
         self.worker_low_mb: dict[str, float] = {}  # each worker's lowest reading: its idle floor
         self.sched: Any = None
         self.dead: list[dict[str, Any]] = []
-        self._release_board: Any = None
+        self._release_board: ReleaseBoard | None = None
         sampler.subscribe(self._on_sample)
         if self.budget_mb:
             sampler.subscribe(Heartbeat(self.budget_mb, self.journal, self._heartbeat))
@@ -162,7 +165,7 @@ class RunControl:
 
     # -- early release of fixtures (suitefit.release) -----------------------------------------
 
-    def release_board(self) -> Any:
+    def release_board(self) -> ReleaseBoard:
         """Where the scheduler posts "release F on worker W after test T" (a ``ReleaseBoard``)."""
         from suitefit.release import ReleaseBoard, board_folder
 
