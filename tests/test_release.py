@@ -163,7 +163,8 @@ def write_plan(root: Path) -> Path:
 
 def pytest_env(root: Path, **extra: str) -> dict[str, str]:
     e = {**os.environ, "RELEASE_NOTES": str(root / "notes.jsonl"), **extra}
-    e.pop("PYTEST_ADDOPTS", None)
+    for v in ("PYTEST_ADDOPTS", "PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT"):  # ours, if run by xdist
+        e.pop(v, None)
     return e
 
 

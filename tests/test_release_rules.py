@@ -129,7 +129,8 @@ def test_a_measured_run_records_autouse_and_the_rule_refuses_it(tmp_path: Path) 
     for name, body in AUTOUSE_SUITE.items():
         (tmp_path / "tests" / name).write_text(textwrap.dedent(body))
     env = {**os.environ}
-    env.pop("PYTEST_ADDOPTS", None)
+    for v in ("PYTEST_ADDOPTS", "PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT"):
+        env.pop(v, None)
     res = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--suitefit",
                           f"--suitefit-history={tmp_path / 'h.sqlite'}", "tests"],
                          cwd=tmp_path, env=env, text=True, capture_output=True, timeout=120)
