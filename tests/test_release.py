@@ -311,3 +311,38 @@ def test_board_lines_are_read_once_and_only_when_whole(tmp_path: Path) -> None:
     assert reader.read_new() == []
     board.remove()
     assert not (tmp_path / "b").exists()
+
+
+def test_a_package_fixture_is_released_inside_its_package(tmp_path: Path) -> None:
+    # Package scope: pytest would end it when the run leaves the package; released, it ends
+    # after its last user, before the package's other files, and only once.
+    pkg = tmp_path / "tests" / "pkg"
+    pkg.mkdir(parents=True)
+    (tmp_path / "pyproject.toml").write_text('[tool.pytest.ini_options]\ntestpaths = ["tests"]\n')
+    (tmp_path / "tests" / "__init__.py").write_text("")
+    static = CONFTEST[CONFTEST.index("def pytest_configure"):]  # the static plugin, as above
+    (tmp_path / "tests" / "conftest.py").write_text("import json, os\n\n" + static)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "conftest.py").write_text(textwrap.dedent("""
+        import os, pytest
+
+        @pytest.fixture(scope="package")
+        def pkgpool():
+            yield
+            with open(os.environ["RELEASE_NOTES"], "a") as f:
+                f.write("finalized\\n")
+    """))
+    (pkg / "test_a.py").write_text("def test_a(pkgpool):\n    pass\n")
+    (pkg / "test_b.py").write_text(textwrap.dedent("""
+        import os
+
+        def test_b():
+            with open(os.environ["RELEASE_NOTES"]) as f:
+                assert f.read() == "finalized\\n"
+    """))
+    after = {"tests/pkg/test_a.py::test_a": ["pkgpool"]}
+    res = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider"], cwd=tmp_path,
+                         env=pytest_env(tmp_path, RELEASE_STATIC=json.dumps(after)), text=True,
+                         capture_output=True, timeout=120)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert (tmp_path / "notes.jsonl").read_text() == "finalized\n"  # once: not again at the package's end
