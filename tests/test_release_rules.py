@@ -14,7 +14,7 @@ import pytest
 from clihelp import assert_one_line_error, suitefit
 
 from suitefit.config import load_config
-from suitefit.costs import build_cost_model, load_cost_model
+from suitefit.costs import build_cost_model, load_costs_or_discover
 from suitefit.errors import SuitefitError
 from suitefit.history import History
 from suitefit.model import (
@@ -24,8 +24,8 @@ from suitefit.model import (
     Plan,
     ReleaseSetting,
     Unit,
-    releasable,
     release_verdict,
+    release_verdicts,
 )
 
 POOL = FixtureCost("pool", "session", setup_s=0.1, procs=3, mb=40.0)
@@ -53,9 +53,9 @@ def test_release_verdict(fx: FixtureCost, setting: ReleaseSetting, release: bool
     assert why in v.reason, v.reason
 
 
-def test_releasable_applies_the_models_own_setting() -> None:
+def test_release_verdicts_apply_the_models_own_setting() -> None:
     costs = CostModel(files=(), fixtures=(POOL, BIG, QT_APP), release=("pool", "app"))
-    assert {n: v.release for n, v in releasable(costs).items()} == {"pool": True, "big": False, "app": False}
+    assert {n: v.release for n, v in release_verdicts(costs).items()} == {"pool": True, "big": False, "app": False}
 
 
 def _pyproject(root: Path, line: str) -> None:
@@ -73,7 +73,7 @@ def test_setting_reaches_the_cost_model(tmp_path: Path, line: str, want: Release
     _pyproject(tmp_path, line)
     cfg = load_config(tmp_path)
     assert cfg.release_fixtures == want
-    costs, _ = load_cost_model(cfg)
+    costs, _, _ = load_costs_or_discover(cfg)  # what `suitefit plan` and `run` call
     assert costs.release == want
 
 

@@ -210,15 +210,12 @@ def load_cost_model(cfg: Config, history_path: Path | None = None,
 
             raise SuitefitError(f"[tool.suitefit] default_file_s must be seconds >= 0, got {ds!r}")
         default_s = float(ds)
-    release = cfg.release_fixtures  # read first: a bad value is an error before any work
     if not Path(path).exists():
-        costs = build_cost_model(None, files=files, groups=cfg.groups, default_s=default_s,
-                                 default_mb=default_mb)
-        return replace(costs, release=release), False
+        return build_cost_model(None, files=files, groups=cfg.groups, default_s=default_s,
+                                default_mb=default_mb), False
     with History(path, create=False) as h:
-        costs = build_cost_model(h, files=files, groups=cfg.groups, default_s=default_s,
-                                 default_mb=default_mb)
-        return replace(costs, release=release), True
+        return build_cost_model(h, files=files, groups=cfg.groups, default_s=default_s,
+                                default_mb=default_mb), True
 
 
 SKIP_DIRS = {".git", ".venv", "venv", ".tox", ".nox", "node_modules", "__pycache__", ".suitefit",
@@ -264,9 +261,10 @@ def discover_test_files(cfg: Config) -> list[str]:
 def load_costs_or_discover(cfg: Config, history_path: Path | None = None
                            ) -> tuple[CostModel, bool, list[str]]:
     """The cost model; with no measured run, the test files found by name at a default cost."""
+    release = cfg.release_fixtures  # read first: a bad value is an error before any work
     costs, found = load_cost_model(cfg, history_path)
     discovered: list[str] = []
     if not costs.runs_used:
         discovered = discover_test_files(cfg)
         costs, found = load_cost_model(cfg, history_path, files=discovered)
-    return costs, found, discovered
+    return replace(costs, release=release), found, discovered

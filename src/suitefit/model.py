@@ -100,7 +100,7 @@ def release_verdict(fx: FixtureCost, setting: ReleaseSetting = True,
     return ReleaseVerdict(fx.name, True, "holds " + " and ".join(held))
 
 
-def releasable(costs: CostModel, rules: GroupingRules = DEFAULT_RULES) -> dict[str, ReleaseVerdict]:
+def release_verdicts(costs: CostModel, rules: GroupingRules = DEFAULT_RULES) -> dict[str, ReleaseVerdict]:
     """``release_verdict`` for every fixture of a cost model, under its own setting."""
     return {fx.name: release_verdict(fx, costs.release, rules) for fx in costs.fixtures}
 
@@ -123,8 +123,8 @@ class CostModel:
     serial_peak_mb: float | None = None  # peak of the whole tree in a serial run, if one was measured
     runs_used: int = 0  # how many recorded runs fed this model (0: defaults only)
     declared_groups: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # [tool.suitefit] groups
+    release: bool | tuple[str, ...] = False  # early fixture release: off, on, or these names
     notes: tuple[str, ...] = ()  # defaults taken and why
-    release: ReleaseSetting = True  # [tool.suitefit] release_fixtures
 
 
 @dataclass(frozen=True)
