@@ -346,3 +346,56 @@ def test_a_package_fixture_is_released_inside_its_package(tmp_path: Path) -> Non
                          capture_output=True, timeout=120)
     assert res.returncode == 0, res.stdout + res.stderr
     assert (tmp_path / "notes.jsonl").read_text() == "finalized\n"  # once: not again at the package's end
+
+
+LONG_FILE = """
+from conftest import alive, note, notes, tree_mb
+
+def test_1(pool):
+    note(event="pool_in_use", file="long", mb=tree_mb(), pids=pool)
+
+def test_2(pool):
+    pass
+
+def test_3():
+    (up,) = notes("pool_up")
+    note(event="after", mb=tree_mb(), alive=[p for p in up["pids"] if alive(p)],
+         finalized=len(notes("pool_finalized")))
+
+def test_4():
+    pass
+"""
+
+
+@pytest.mark.parametrize("chunked", [True, False], ids=["chunked", "whole-file"])
+def test_a_chunk_that_ends_mid_file_releases_there(tmp_path: Path, chunked: bool) -> None:
+    # A plan that splits a long file into chunks may end a unit mid-file: the worker then
+    # looks at its board after each test of that file. A plan that keeps the file whole
+    # does not, which is the control: the same instruction is not seen mid-file.
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "pyproject.toml").write_text('[tool.pytest.ini_options]\ntestpaths = ["tests"]\n'
+                                             'pythonpath = ["tests"]\n')
+    (tmp_path / "tests" / "conftest.py").write_text(textwrap.dedent(CONFTEST))
+    (tmp_path / "tests" / "test_long.py").write_text(textwrap.dedent(LONG_FILE))
+    unit = {"files": ["tests/test_long.py"], "wall_s": 1.0, "peak_mb": 1.0}
+    units = ([{**unit, "name": "long[1/2]", "chunk": [1, 2]}, {**unit, "name": "long[2/2]", "chunk": [2, 2]}]
+             if chunked else [{**unit, "name": "long"}])
+    plan = {"workers": 1, "units": units, "budget": {"memory_mb": 20000, "cpus": 1},
+            "predicted_wall_s": 1.0, "predicted_peak_mb": 0.0, "reasons": []}
+    (tmp_path / "plan.json").write_text(json.dumps(plan))
+    hist = tmp_path / "h.sqlite"
+    with History(hist) as h:
+        run_id = h.new_run("run", started=time.time())
+    ReleaseBoard(board_folder(hist, run_id)).post("main", "tests/test_long.py::test_2", ["pool"])
+    res = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--suitefit", f"--suitefit-history={hist}",
+         f"--suitefit-run-id={run_id}", f"--suitefit-plan={tmp_path / 'plan.json'}"],
+        cwd=tmp_path, env=pytest_env(tmp_path), text=True, capture_output=True, timeout=120)
+    assert res.returncode == 0, res.stdout + res.stderr
+    notes = read_notes(tmp_path)
+    (after,) = [n for n in notes if n["event"] == "after"]
+    if chunked:
+        assert after["alive"] == [] and after["finalized"] == 1, res.stdout
+    else:
+        assert len(after["alive"]) == 2 and after["finalized"] == 0, res.stdout
+    assert [n["event"] for n in notes].count("pool_finalized") == 1  # once, either way
