@@ -39,6 +39,7 @@ KNOWN_KEYS = {
     "report",
     "shards",
     "explain_failures",
+    "release_fixtures",
 }
 DEFAULT_EXPLAIN_FAILURES = 5  # new failures `suitefit run` diagnoses when asked without a number
 
@@ -96,6 +97,18 @@ class Config:
             raise SuitefitError(f"[tool.suitefit] explain_failures must be true, false or a number of "
                                 f"failures >= 0, got {v!r}")
         return v
+
+    @property
+    def release_fixtures(self) -> bool | tuple[str, ...]:
+        """Early release of expensive fixtures: true (default), false, or only the named ones."""
+        v = self.raw.get("release_fixtures", True)
+        if isinstance(v, bool):
+            return v
+        if isinstance(v, list) and all(isinstance(n, str) and n for n in v):
+            return tuple(v)
+        raise SuitefitError(
+            f"[tool.suitefit] release_fixtures must be true, false or a list of fixture names, got {v!r}"
+        )
 
     def section(self, name: str) -> dict[str, Any]:
         v = self.raw.get(name, {})

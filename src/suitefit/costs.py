@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 import statistics
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from suitefit.config import Config
@@ -145,18 +146,18 @@ def _fixtures(history: History, run_ids: Sequence[int]) -> tuple[
     """Fixture costs, per (run, worker) the persistent fixtures set up there, and their users."""
     ids = _q(run_ids)
     rows = history.execute(
-        f"SELECT run_id, worker, name, scope, setup_s, teardown_s, procs, mb FROM fixtures "
+        f"SELECT run_id, worker, name, scope, setup_s, teardown_s, procs, mb, autouse FROM fixtures "
         f"WHERE run_id IN ({ids}) ORDER BY run_id DESC")
     users: dict[int, dict[str, set[str]]] = {}
     for run_id, name, file in history.execute(
             f"SELECT run_id, name, file FROM fixture_files WHERE run_id IN ({ids})"):
         users.setdefault(int(run_id), {}).setdefault(str(name), set()).add(str(file))
-    per_name: dict[str, list[tuple[int, str, float, float | None, int, float]]] = {}
+    per_name: dict[str, list[tuple[int, str, float, float | None, int, float, int]]] = {}
     on_worker: dict[tuple[int, str], dict[str, tuple[float, float]]] = {}
     scope_of: dict[str, str] = {}
-    for run_id, worker, name, scope, setup_s, teardown_s, procs, mb in rows:
+    for run_id, worker, name, scope, setup_s, teardown_s, procs, mb, autouse in rows:
         scope_of.setdefault(name, scope)  # newest first
-        per_name.setdefault(name, []).append((run_id, worker, setup_s, teardown_s, procs, mb))
+        per_name.setdefault(name, []).append((run_id, worker, setup_s, teardown_s, procs, mb, autouse))
         if scope in PERSISTENT:
             d = on_worker.setdefault((int(run_id), str(worker)), {})
             old = d.get(name, (0.0, 0.0))
@@ -172,6 +173,7 @@ def _fixtures(history: History, run_ids: Sequence[int]) -> tuple[
             procs=max(int(r[4] or 0) for r in rs),
             mb=max(float(r[5] or 0.0) for r in rs),
             files=tuple(files),
+            autouse=any(r[6] for r in rs),  # autouse anywhere, ever: never release it
         ))
     return tuple(out), on_worker, users
 
@@ -396,9 +398,10 @@ def discover_test_files(cfg: Config) -> list[str]:
 def load_costs_or_discover(cfg: Config, history_path: Path | None = None
                            ) -> tuple[CostModel, bool, list[str]]:
     """The cost model; with no measured run, the test files found by name at a default cost."""
+    release = cfg.release_fixtures  # read first: a bad value is an error before any work
     costs, found = load_cost_model(cfg, history_path)
     discovered: list[str] = []
     if not costs.runs_used:
         discovered = discover_test_files(cfg)
         costs, found = load_cost_model(cfg, history_path, files=discovered)
-    return costs, found, discovered
+    return replace(costs, release=release), found, discovered

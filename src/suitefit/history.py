@@ -126,7 +126,9 @@ _TABLES = frozenset(m.group(1) for m in re.finditer(r"CREATE TABLE IF NOT EXISTS
 
 # Columns added to a table after it first shipped: (table, column, declaration).
 # Append here (never edit a shipped line); ``_migrate`` adds what a history lacks.
-_ADDED_COLUMNS: tuple[tuple[str, str, str], ...] = ()
+_ADDED_COLUMNS: tuple[tuple[str, str, str], ...] = (
+    ("fixtures", "autouse", "INTEGER NOT NULL DEFAULT 0"),
+)
 
 
 @dataclass
@@ -227,6 +229,7 @@ class FixtureRecord:
     teardown_s: float | None
     procs: int
     mb: float
+    autouse: bool = False  # some test saw it as autouse: never released early
 
 
 @dataclass

@@ -37,6 +37,7 @@ class FixtureCost:
     procs: int = 0  # processes it started (still alive after its setup)
     mb: float = 0.0  # summed RSS of those processes plus the growth of the worker itself
     files: tuple[str, ...] = ()
+    autouse: bool = False  # seen as autouse by some test: never released early (see release_verdict)
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,57 @@ class GroupingRules:
 
 
 DEFAULT_RULES = GroupingRules()
+
+# `[tool.suitefit] release_fixtures`: True (any eligible fixture), False (none), or only these names.
+ReleaseSetting = bool | tuple[str, ...]
+RELEASABLE_SCOPES = ("session", "package")  # module/class fixtures end with their file anyway
+
+
+@dataclass(frozen=True)
+class ReleaseVerdict:
+    """Whether a fixture may be torn down on a worker after its last user there, and why."""
+
+    fixture: str
+    release: bool
+    reason: str
+
+
+def release_verdict(fx: FixtureCost, setting: ReleaseSetting = True,
+                    rules: GroupingRules = DEFAULT_RULES) -> ReleaseVerdict:
+    """May ``fx`` be released early? Pure: the history's numbers and the setting decide.
+
+    Only what holds something worth returning: processes, or memory at the grouping
+    rule's threshold (a slow setup alone gains nothing from a teardown). Never an
+    autouse fixture: pytest declined early teardown as a default (pytest PR #10771)
+    because autouse session fixtures (pytest-qt's ``app``) and fixtures that change
+    global state must live until the session ends; autouse is the one such sign the
+    history can see. Whether a later unit on the worker still needs it is the
+    scheduler's question, not this one.
+    """
+    def no(why: str) -> ReleaseVerdict:
+        return ReleaseVerdict(fx.name, False, why)
+
+    if setting is False:
+        return no("release_fixtures = false")
+    if setting is not True and fx.name not in setting:
+        return no("not named in release_fixtures")
+    if fx.scope not in RELEASABLE_SCOPES:
+        return no(f"{fx.scope} scope: pytest ends it with its {fx.scope} anyway")
+    if fx.autouse:
+        return no("autouse: it may set up state every test relies on (pytest PR #10771)")
+    held = []
+    if fx.procs >= rules.procs:
+        held.append(f"{fx.procs} process{'es' if fx.procs != 1 else ''}")
+    if fx.mb >= rules.mb:
+        held.append(f"{fx.mb:.0f} MiB")
+    if not held:
+        return no(f"cheap: {fx.procs} processes, {fx.mb:.0f} MiB (below {rules.procs} / {rules.mb:.0f} MiB)")
+    return ReleaseVerdict(fx.name, True, "holds " + " and ".join(held))
+
+
+def release_verdicts(costs: CostModel, rules: GroupingRules = DEFAULT_RULES) -> dict[str, ReleaseVerdict]:
+    """``release_verdict`` for every fixture of a cost model, under its own setting."""
+    return {fx.name: release_verdict(fx, costs.release, rules) for fx in costs.fixtures}
 
 
 @dataclass(frozen=True)
@@ -206,6 +258,7 @@ class Plan:
                     procs=int(f.get("procs", 0)),
                     mb=float(f.get("mb", 0.0)),
                     files=tuple(f.get("files", ())),
+                    autouse=bool(f.get("autouse", False)),
                 )
                 for f in d.get("fixtures", ())
             ),

@@ -9,8 +9,9 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -23,6 +24,9 @@ from suitefit.model import Plan
 from suitefit.streams import original_stderr
 from suitefit.threads import pin_threads
 from suitefit.units import fmt_mb
+
+if TYPE_CHECKING:
+    from suitefit.release import ReleaseBoard
 
 
 class RunControl:
@@ -45,6 +49,7 @@ class RunControl:
         self.worker_mb: dict[str, float] = {}
         self.sched: Any = None
         self.dead: list[dict[str, Any]] = []
+        self._release_board: ReleaseBoard | None = None
         sampler.subscribe(self._on_sample)
         if self.budget_mb:
             sampler.subscribe(Heartbeat(self.budget_mb, self.journal, self._heartbeat))
@@ -113,6 +118,8 @@ class RunControl:
             if r.after in last_of:
                 self.static_releases.setdefault(items[last_of[r.after]].nodeid, []).append(r.fixture)
         items[:] = [items[i] for i in order]
+        if self.static_releases:
+            self.release_locally(self.static_releases)
 
     # -- xdist hooks ---------------------------------------------------------------------
 
@@ -122,7 +129,8 @@ class RunControl:
 
         numnodes = len(config.getoption("tx") or ())
         self.sched = SuitefitScheduling(config, log, self.plan, numnodes=numnodes, live=self.live,
-                                        journal=self.journal, on_decision=self._decision)
+                                        journal=self.journal, on_decision=self._decision,
+                                        releases=self.release_board() if self.plan.releasable else None)
         return self.sched
 
     def _decision(self, kind: str, worker: str, unit: str, reason: str) -> None:
@@ -177,10 +185,37 @@ class RunControl:
             if node is not dead:
                 self.sched.withdraw(node)
 
+    # -- early release of fixtures (suitefit.release) -----------------------------------------
+
+    def release_board(self) -> ReleaseBoard:
+        """Where the scheduler posts "release F on worker W after test T" (a ``ReleaseBoard``)."""
+        from suitefit.release import ReleaseBoard, board_folder
+
+        if self._release_board is None:
+            self._release_board = ReleaseBoard(board_folder(self.history.path, self.run_id))
+        return self._release_board
+
+    def release_locally(self, after: Mapping[str, Sequence[str]]) -> None:
+        """One process (no xdist): release these fixtures after these tests (node id -> names)."""
+        from suitefit.release import PLUGIN_NAME
+
+        plugin = self.config.pluginmanager.get_plugin(PLUGIN_NAME)
+        assert plugin is not None, "registered by session.py in a one-process run under a plan"
+        for nodeid, names in after.items():
+            plugin.add(nodeid, names)
+
+    def _remove_release_board(self) -> None:
+        from suitefit.release import ReleaseBoard, board_folder
+
+        folder = board_folder(self.history.path, self.run_id)
+        if folder.exists():
+            ReleaseBoard(folder).remove()
+
     # -- the end ---------------------------------------------------------------------------
 
     def finish(self) -> None:
         self.journal.maybe_write(force=True)
+        self._remove_release_board()
         known = set(self.worker_pids.values())
         pids = reaper.leftovers_under(os.getpid(), exclude=known)
         pids = [p for p in pids if p not in self._worker_descendants_alive()]

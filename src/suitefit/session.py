@@ -219,6 +219,10 @@ def write_summary(tr: Any, h: History, run_id: int, top: int = 5) -> None:
                 f" set up by {x.setups} worker(s); used by {len(x.files)} file(s): {', '.join(x.files[:6])}"
                 + (" ..." if len(x.files) > 6 else "")
             )
+    from suitefit.release import summary_lines
+
+    for line in summary_lines(h, run_id):
+        tr.write_line(line)
     for e in h.events(run_id, "leftover"):
         d = e.detail_dict
         tr.write_line(f"leftover process {d.get('pid')} ({str(d.get('cmdline', ''))[:80]}) started by "
@@ -291,6 +295,7 @@ def _configure_controller(config: pytest.Config) -> None:
         if side.control is not None:
             journal = side.control.journal
             wr.on_test_start.append(lambda nodeid, since, mb: journal.start(MAIN_WORKER, nodeid, since, mb))
+            _attach_release(config, MAIN_WORKER, history, run_id)
     side.sampler.start()
 
 
@@ -347,7 +352,16 @@ def _configure_worker(config: pytest.Config, workerinput: dict[str, Any]) -> Non
     config.stash[WORKER_KEY] = wr
     config.pluginmanager.register(wr, "suitefit-worker")
     _register_shard_filter(config, workerinput["suitefit_history"], int(run_id))
+    if config.getoption("suitefit_plan"):  # xdist hands workers the controller's options
+        _attach_release(config, str(workerinput["workerid"]), history, int(run_id))
     sampler.start()
+
+
+def _attach_release(config: pytest.Config, worker: str, history: History, run_id: int) -> None:
+    """Under a plan, the process that runs tests carries out the plan's early releases."""
+    from suitefit.release import attach
+
+    attach(config, worker, history, run_id)
 
 
 def _default_threshold(config: pytest.Config) -> float | None:

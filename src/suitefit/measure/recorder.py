@@ -34,6 +34,20 @@ def file_of(nodeid: str) -> str:
     return nodeid.split("::", 1)[0]
 
 
+def autouse_names(item: pytest.Item, info: Any) -> set[str]:
+    """The fixtures ``item`` gets without asking: neither its arguments nor a usefixtures mark.
+
+    pytest (8.0 to 9.x) builds ``initialnames`` as autouse + usefixtures + arguments; the
+    difference is what is autouse for this item (ini ``usefixtures`` counts too: it is
+    requested for every test alike). A fixture a test both gets autouse and names as an
+    argument is caught by any other test that does not name it.
+    """
+    asked = set(info.argnames)
+    for mark in item.iter_markers("usefixtures"):
+        asked.update(mark.args)
+    return {n for n in info.initialnames if n not in asked}
+
+
 @dataclass
 class _Segment:
     """A stretch of consecutive tests from one file on this worker."""
@@ -99,6 +113,7 @@ class WorkerRecorder:
         self._current_since = 0.0
         self._finished = False
         self._fixture_now: str | None = None
+        self._autouse: set[str] = set()  # fixtures some test gets as autouse
         self.started_by: dict[int, str] = {}  # pid -> the test or fixture that started it
         self.leftovers: list[Any] = []
         self.on_test_start: list[Any] = []  # callables(nodeid, wall, tree_mb): the journal
@@ -130,6 +145,7 @@ class WorkerRecorder:
                 defs = info.name2fixturedefs.get(name)
                 if defs and defs[-1].scope in TRACKED_SCOPES:
                     pairs.add((name, path))
+            self._autouse.update(autouse_names(item, info))
         self.history.add_fixture_files(self.run_id, sorted(pairs))
 
     @pytest.hookimpl(wrapper=True)
@@ -298,6 +314,8 @@ class WorkerRecorder:
         if self.reap_grace_s is not None:
             self.reap_leftovers(self.reap_grace_s)
         if self._fixtures:
+            for s in self._fixtures.values():
+                s.rec.autouse = s.rec.name in self._autouse
             self.history.add_fixtures([s.rec for s in self._fixtures.values()])
         startup = None
         if self._first_test is not None and self._started is not None:

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from suitefit.errors import SuitefitError
-from suitefit.model import Budget, CostModel, FileCost, FixtureCost, Plan, Unit
+from suitefit.model import Budget, CostModel, FileCost, FixtureCost, Plan, Unit, release_verdict
 from suitefit.plan.chunks import split_long_files
 from suitefit.plan.core import Shutdown
 from suitefit.plan.grouping import (
@@ -21,7 +21,6 @@ from suitefit.plan.grouping import (
     PERSISTENT_SCOPES,
     GroupingRules,
     build_units,
-    expensive_why,
     find_groups,
     order_units,
     single_units,
@@ -82,13 +81,8 @@ def slowdown_for(w: int, cpus: int, measured: Mapping[int, float]) -> float:
 
 def releasable_fixtures(fixtures: Sequence[FixtureCost], rules: GroupingRules,
                         setting: bool | tuple[str, ...]) -> frozenset[str]:
-    """Fixtures the core may tear down after their last user on a worker: expensive ones only."""
-    if setting is False:
-        return frozenset()
-    named = None if setting is True else set(setting)
-    return frozenset(f.name for f in fixtures
-                     if expensive_why(f, rules) and (named is None or f.name in named)
-                     and not getattr(f, "autouse", False))
+    """Fixtures the core may tear down after their last user on a worker (``release_verdict``)."""
+    return frozenset(f.name for f in fixtures if release_verdict(f, setting, rules).release)
 
 
 def _validate(budget: Budget) -> None:
