@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import textwrap
 from pathlib import Path
 
+import pytest
 from clihelp import assert_one_line_error, suitefit
+from venvs import OLDEST, make_venv
 
 from suitefit.history import History
 
@@ -127,3 +131,58 @@ def test_pytest_rejecting_its_arguments_closes_the_run_with_one_line(tmp_path: P
     with History(tmp_path / ".suitefit" / "history.sqlite") as h:
         (run,) = h.runs()
     assert run.status == "error"
+
+
+KILLED_SUITE = {
+    # First in the first plan's order: its worker queues the next file behind it, which
+    # is put back when the worker dies; the other worker is mid-file when that happens.
+    "test_a_killed.py": "import os, signal, time\ndef test_gets_oom_killed():\n"
+                        "    time.sleep(0.5)\n    os.kill(os.getpid(), signal.SIGKILL)\n",
+    **{f"test_f{i}.py": "import time, pytest\n@pytest.mark.parametrize('i', range(20))\n"
+                        "def test_x(i):\n    time.sleep(0.05)\n" for i in range(3)},
+}
+
+
+def check_killed_run(res: subprocess.CompletedProcess[str]) -> None:
+    out = res.stdout + res.stderr
+    assert "INTERNALERROR" not in out and "Traceback" not in out, out
+    assert res.returncode == 1, out  # the dead worker's test failed; not pytest's internal error (3)
+    line = assert_one_line_error(res, "worker gw", "died (signal 9 SIGKILL)",
+                                 "tests/test_a_killed.py::test_gets_oom_killed")
+    assert res.stderr.strip().splitlines()[-1] == line  # suitefit's lines close the run
+
+
+def killed_project(root: Path) -> Path:
+    (root / "tests").mkdir(parents=True)
+    (root / "pyproject.toml").write_text('[tool.pytest.ini_options]\ntestpaths = ["tests"]\n')
+    for name, body in KILLED_SUITE.items():
+        (root / "tests" / name).write_text(body)
+    return root
+
+
+def test_a_sigkilled_worker_ends_with_suitefits_lines_only(tmp_path: Path) -> None:
+    killed_project(tmp_path)
+    check_killed_run(suitefit("run", "--workers", "2", "--", "-p", "no:cacheprovider", cwd=tmp_path))
+
+
+@pytest.mark.slow
+def test_a_sigkilled_worker_ends_with_suitefits_lines_only_on_the_oldest_pair(tmp_path: Path) -> None:
+    python = make_venv(OLDEST, with_suitefit=True)
+    killed_project(tmp_path)
+    e = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "SUITEFIT_"))}
+    res = subprocess.run([str(python.parent / "suitefit"), "run", "--workers", "2", "--", "-p", "no:cacheprovider"],
+                         cwd=tmp_path, env=e, text=True, capture_output=True, timeout=180)
+    assert "pytest-8.0.2" in res.stdout and "xdist-3.5.0" in res.stdout, res.stdout
+    check_killed_run(res)
+
+
+def test_stopping_at_the_first_failure_under_xdist_is_no_internal_error(tmp_path: Path) -> None:
+    # `-x`: xdist shuts every worker down at the first failure; work the scheduler sent after
+    # that was never run and made xdist's `workerfinished` assert (exit 3, INTERNALERROR).
+    killed_project(tmp_path)
+    (tmp_path / "tests" / "test_a_killed.py").write_text("import time\ndef test_fails():\n"
+                                                         "    time.sleep(0.5)\n    assert 0\n")
+    res = suitefit("run", "--workers", "2", "--", "-x", "-p", "no:cacheprovider", cwd=tmp_path)
+    out = res.stdout + res.stderr
+    assert "INTERNALERROR" not in out and "Traceback" not in out, out
+    assert res.returncode == 2 and "stopping after 1 failures" in out, out  # xdist's own stop

@@ -169,6 +169,10 @@ class SuitefitScheduling:
             return None
         assert self.collection is not None
         crashitem = self.collection[pending[0]]
+        if self.stopping:
+            # Restarts are off: xdist shuts every other worker down right after this returns,
+            # so what the dead worker held is not run (like the work withdrawn from the others).
+            return crashitem
         # Units it held go back to the front, minus the test it died in (xdist reports that one).
         for a in reversed(units):
             rest = [i for i in a.indices if i in a.left and i != pending[0]]
@@ -295,6 +299,11 @@ class SuitefitScheduling:
         return False
 
     def _fill(self, node: Any) -> None:
+        # Tests sent after xdist's shutdown land behind the worker's SHUTDOWN marker and never
+        # run, yet would stay pending here: at the worker's `workerfinished`, xdist asserts that
+        # `remove_node` names no test (its `assert not crashitem`).
+        if getattr(node, "shutting_down", False):
+            return
         while len(self.node2pending[node]) < 2 and self.pending_units:
             tree_mb, worker_mb = self.live()
             others_busy = self._others_busy(node)
