@@ -7,6 +7,7 @@ suitefit being installed (``plugin.py`` holds just the options).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 import sys
@@ -50,7 +51,10 @@ class RunSide:
     """The controller's part: owns the run row and the whole-tree sampler."""
 
     def __init__(self, config: pytest.Config, history: History, run_id: int, started: float,
-                 threshold_mb: float | None, distributed: bool) -> None:
+                 threshold_mb: float | None, distributed: bool, grace_s: float) -> None:
+        from suitefit.measure.reaper import SessionReaper
+        from suitefit.streams import original_stderr
+
         self.config = config
         self.history = history
         self.run_id = run_id
@@ -69,6 +73,17 @@ class RunSide:
         self.progress: Any = None
         self.done = 0
         self.sampler.subscribe(self._progress_tick)
+        self.out = original_stderr(config)
+        self.worker_pids: dict[str, int] = {}
+        self.leftovers = SessionReaper(history, run_id, self.say, grace_s)
+
+    def say(self, line: str) -> None:
+        """One line of suitefit's own on stderr (a leftover, a dead worker, a heartbeat)."""
+        try:
+            self.out.write(line + "\n")
+            self.out.flush()
+        except (OSError, ValueError):  # a closed log must not fail the run
+            pass
 
     def _start_progress(self, total: int) -> None:
         mode = self.config.getoption("suitefit_progress")
@@ -101,8 +116,13 @@ class RunSide:
     def pytest_configure_node(self, node: Any) -> None:
         node.workerinput["suitefit_run_id"] = self.run_id
         node.workerinput["suitefit_history"] = self.history.path.as_posix()
-        if self.control is not None:
-            node.workerinput["suitefit_grace"] = self.control.grace_s
+        node.workerinput["suitefit_grace"] = self.leftovers.grace_s
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodeready(self, node: Any) -> None:
+        # a worker reaps its own tree: the session's reaper must leave it alone
+        with contextlib.suppress(Exception):
+            self.worker_pids[node.gateway.id] = int(node.gateway._io.popen.pid)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
@@ -145,6 +165,7 @@ class RunSide:
             self.local_worker.finish()
         if self.control is not None:
             self.control.finish()
+        self.leftovers.finish(workers=self.worker_pids.values())
         self.recorder.stop()
         if self.progress is not None:
             self.progress.close()
@@ -248,6 +269,9 @@ def configure(config: pytest.Config) -> None:
 
 
 def _configure_controller(config: pytest.Config) -> None:
+    grace = float(config.getoption("suitefit_grace"))
+    if grace < 0:
+        raise SuitefitError(f"--suitefit-grace must be >= 0 seconds, got {grace:g}")
     path = _history_path(config)
     history = History(path)
     started = timing.wall()
@@ -265,7 +289,7 @@ def _configure_controller(config: pytest.Config) -> None:
     distributed = _is_distributed(config)
     history.update_run(run_id, started=started, threshold_mb=threshold_mb, host=platform.node(),
                        rootdir=str(config.rootpath), **_versions())
-    side = RunSide(config, history, run_id, started, threshold_mb, distributed)
+    side = RunSide(config, history, run_id, started, threshold_mb, distributed, grace)
     config.stash[RUN_KEY] = side
     config.pluginmanager.register(side, "suitefit-run")
     plan_path = config.getoption("suitefit_plan")
@@ -273,14 +297,13 @@ def _configure_controller(config: pytest.Config) -> None:
         from suitefit.run_control import RunControl, load_plan
 
         side.control = RunControl(config, load_plan(plan_path), history, run_id, side.sampler,
-                                  float(config.getoption("suitefit_grace")))
+                                  side.leftovers)
         config.pluginmanager.register(side.control, "suitefit-control")
         from suitefit.run_close import RunClose
 
         side.closing = RunClose(history, run_id, side.control.plan, side.control.out,
                                 config.getoption("suitefit_shard_spec"), config.getoption("suitefit_shard_result"))
     if not distributed:
-        grace = side.control.grace_s if side.control is not None else None
         wr = WorkerRecorder(history, run_id, MAIN_WORKER, side.sampler, reap_grace_s=grace)
         config.stash[WORKER_KEY] = wr
         config.pluginmanager.register(wr, "suitefit-worker")
