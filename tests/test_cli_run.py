@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import textwrap
 from pathlib import Path
 
 import pytest
-from clihelp import assert_one_line_error, suitefit
+from clihelp import assert_one_line_error, json_out, suitefit
 from venvs import OLDEST, make_venv
 
 from suitefit.history import History
@@ -186,3 +187,44 @@ def test_stopping_at_the_first_failure_under_xdist_is_no_internal_error(tmp_path
     out = res.stdout + res.stderr
     assert "INTERNALERROR" not in out and "Traceback" not in out, out
     assert res.returncode == 2 and "stopping after 1 failures" in out, out  # xdist's own stop
+
+
+def test_a_crash_in_a_one_worker_plan_is_named_afterwards(tmp_path: Path) -> None:
+    # The tests run in the pytest process itself: its SIGKILL leaves only the journal. The
+    # killed test starts right after a quick one, well inside the journal's write interval.
+    project(tmp_path)
+    (tmp_path / "tests" / "test_z_kill.py").write_text(
+        "import os, signal, time\n"
+        "def test_quick():\n    pass\n"
+        "def test_kills_its_own_process():\n    ballast = bytearray(64 * 2**20)\n"
+        "    ballast[::4096] = b'x' * len(ballast[::4096])\n    time.sleep(0.6)  # measured, then killed\n"
+        "    os.kill(os.getpid(), signal.SIGKILL)\n")
+    res = suitefit("run", "--workers", "1", "--", "-q", cwd=tmp_path, env={"WHERE_LOG": str(tmp_path / "w")})
+    assert res.returncode == -9
+    killed = "tests/test_z_kill.py::test_kills_its_own_process"
+    listed = suitefit("history", cwd=tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    assert re.search(rf"run 1 crashed while running {re.escape(killed)} \(main, \d+ MiB", listed.stdout), listed.stdout
+    (run,) = json_out(suitefit("history", "--json", cwd=tmp_path))
+    assert run["status"] == "crashed"
+    assert [(x["worker"], x["nodeid"]) for x in run["crashed_in"]] == [("main", killed)]
+    assert run["crashed_in"][0]["mb"] > 64  # its last measured memory, the ballast included
+    md = suitefit("report", "--markdown", "-o", "-", cwd=tmp_path)
+    assert md.returncode == 0, md.stderr
+    assert "**The run crashed.**" in md.stdout and f"`{killed}` on main (" in md.stdout, md.stdout
+    html = suitefit("report", "-o", "-", cwd=tmp_path)
+    assert html.returncode == 0, html.stderr
+    assert killed in html.stdout and "the journal named no test in flight" not in html.stdout
+
+
+def test_a_test_killed_at_once_is_the_one_named(tmp_path: Path) -> None:
+    # Killed within the journal's write interval of the test before it: the journal must
+    # already name it, not the test before.
+    project(tmp_path)
+    (tmp_path / "tests" / "test_z_kill.py").write_text(
+        "import os, signal\ndef test_quick():\n    pass\n"
+        "def test_killed_at_once():\n    os.kill(os.getpid(), signal.SIGKILL)\n")
+    res = suitefit("run", "--workers", "1", "--", "-q", cwd=tmp_path, env={"WHERE_LOG": str(tmp_path / "w")})
+    assert res.returncode == -9
+    (run,) = json_out(suitefit("history", "--json", cwd=tmp_path))
+    assert [x["nodeid"] for x in run["crashed_in"]] == ["tests/test_z_kill.py::test_killed_at_once"]

@@ -162,6 +162,7 @@ class RunControl:
 
     def finish(self) -> None:
         self.journal.maybe_write(force=True)
+        self.journal.close()
 
 
 def _describe_exit(code: int | None) -> str:
