@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,7 @@ import pytest
 from suitefit import timing
 from suitefit.history import History, WorkerRecord
 from suitefit.measure import proctree, reaper
-from suitefit.measure.journal import Heartbeat, Journal, log_writer
+from suitefit.measure.journal import Heartbeat, Journal
 from suitefit.measure.sampler import Sample, TreeSampler
 from suitefit.model import Plan
 from suitefit.streams import original_stderr
@@ -27,7 +28,7 @@ from suitefit.units import fmt_mb
 
 class RunControl:
     def __init__(self, config: pytest.Config, plan: Plan, history: History, run_id: int,
-                 sampler: TreeSampler, leftovers: reaper.SessionReaper) -> None:
+                 sampler: TreeSampler, leftovers: reaper.SessionReaper, say: Callable[[str], None]) -> None:
         self.config = config
         self.plan = plan
         self.history = history
@@ -38,7 +39,7 @@ class RunControl:
         self.pinned = pin_threads(os.environ)
         self.journal = Journal(history.path.parent / f"inflight-{run_id}.json", run_id)
         self.out = original_stderr(config)
-        self.say = log_writer(self.out)
+        self.say = say  # above the live progress line on a terminal
         self.budget_mb = plan.budget.memory_mb or None
         self.worker_pids: dict[str, int] = {}
         self.worker_tree: dict[str, list[int]] = {}

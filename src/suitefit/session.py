@@ -71,6 +71,8 @@ class RunSide:
         self.exitstatus: int | None = None
         self.threshold_mb = threshold_mb
         self.progress: Any = None
+        self._pytest_file: tuple[Any, Any] | None = None  # pytest's terminal writer and its own file
+        self._mid_line_seen = ""  # pytest's unfinished line when a line of ours last ended it
         self.done = 0
         self.sampler.subscribe(self._progress_tick)
         self.out = original_stderr(config)
@@ -78,9 +80,13 @@ class RunSide:
         self.leftovers = SessionReaper(history, run_id, self.say, grace_s)
 
     def say(self, line: str) -> None:
-        """One line of suitefit's own on stderr (a leftover, a dead worker, a heartbeat)."""
+        """One line of suitefit's own on stderr (a leftover, a dead worker, a heartbeat):
+        above the live progress line on a terminal, never through it."""
+        if self.progress is not None:
+            self.progress.log(line)
+            return
         try:
-            self.out.write(line + "\n")
+            self.out.write(("\n" if self._pytest_mid_line() else "") + line + "\n")
             self.out.flush()
         except (OSError, ValueError):  # a closed log must not fail the run
             pass
@@ -90,11 +96,54 @@ class RunSide:
         if self.progress is not None or mode == "off":
             return
         from suitefit.report.progress import Progress
-        from suitefit.streams import original_stderr
 
-        stream = original_stderr(self.config)
+        stream = self.out
         tty = mode == "live" or (mode == "auto" and stream.isatty())
-        self.progress = Progress(total, self.threshold_mb, stream, tty)
+        # On a terminal pytest writes to the same screen: its output goes above the live line
+        # (its unfinished line, e.g. xdist's "ready: 1/2 workers", taken over), or each
+        # erases the other.
+        tw = getattr(self.config.pluginmanager.get_plugin("terminalreporter"), "_tw", None)
+        file = getattr(tw, "_file", None)
+        take_over = tty and file is not None and _isatty(file)
+        carry = str(getattr(tw, "_current_line", "")) if take_over else ""
+        if carry:
+            file.write("\r\x1b[2K")  # type: ignore[union-attr]  # the live area draws it from now on
+            file.flush()  # type: ignore[union-attr]
+        self.progress = Progress(total, self.threshold_mb, stream, tty, carry=carry, mid_line=self._pytest_mid_line)
+        if take_over:
+            tw._file = self.progress.above(file)  # type: ignore[union-attr]
+            self._pytest_file = (tw, file)
+
+    def _pytest_mid_line(self) -> bool:
+        """Has pytest left a line unfinished (its dots) in the file this process's stderr
+        also goes to (a CI log joining both)? Once per such line: after a line of ours
+        the file is at a line start, whatever pytest believes."""
+        tw = getattr(self.config.pluginmanager.get_plugin("terminalreporter"), "_tw", None)
+        current = str(getattr(tw, "_current_line", ""))
+        if not current or current == self._mid_line_seen or not _same_file(getattr(tw, "_file", None), self.out):
+            return False
+        self._mid_line_seen = current
+        with contextlib.suppress(Exception):
+            tw._file.flush()  # type: ignore[union-attr]  # its dots first, then our line
+        return True
+
+    def close_progress(self) -> None:
+        """The final progress line, after pytest's own output (never glued to its last line)."""
+        if self.progress is None:
+            return
+        tr = self.config.pluginmanager.get_plugin("terminalreporter")
+        if tr is not None:
+            with contextlib.suppress(Exception):
+                tr._tw.flush()  # what pytest wrote comes first in a log that joins both streams
+        self.progress.close()
+        if self._pytest_file is not None:
+            tw, file = self._pytest_file
+            tw._file = file
+            self._pytest_file = None
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        _status_lines_once(self.config)
 
     def _progress_tick(self, s: Any) -> None:
         if self.progress is not None:
@@ -168,7 +217,7 @@ class RunSide:
         self.leftovers.finish(workers=self.worker_pids.values())
         self.recorder.stop()
         if self.progress is not None:
-            self.progress.close()
+            self.progress.freeze()  # its final line comes after pytest's output (close_progress)
         wall = timing.perf_counter() - self.t0
         cpu = timing.cpu_seconds() - self.cpu0
         h = self.history
@@ -297,7 +346,7 @@ def _configure_controller(config: pytest.Config) -> None:
         from suitefit.run_control import RunControl, load_plan
 
         side.control = RunControl(config, load_plan(plan_path), history, run_id, side.sampler,
-                                  side.leftovers)
+                                  side.leftovers, side.say)
         config.pluginmanager.register(side.control, "suitefit-control")
         from suitefit.run_close import RunClose
 
@@ -371,6 +420,40 @@ def _configure_worker(config: pytest.Config, workerinput: dict[str, Any]) -> Non
     sampler.start()
 
 
+def _same_file(a: Any, b: Any) -> bool:
+    try:
+        return os.path.sameopenfile(a.fileno(), b.fileno())
+    except (AttributeError, ValueError, OSError):
+        return False
+
+
+def _isatty(file: Any) -> bool:
+    try:
+        return bool(file.isatty())
+    except (AttributeError, ValueError, OSError):
+        return False
+
+
+def _status_lines_once(config: pytest.Config) -> None:
+    """xdist's worker status line, written once: without a terminal it writes it as a line
+    when the workers start and again when they have collected, and under ``-q`` both are
+    "bringing up nodes..." (xdist's ``TerminalDistReporter.ensure_show_status``)."""
+    trdist = config.pluginmanager.get_plugin("terminaldistreporter")
+    show = getattr(trdist, "ensure_show_status", None)
+    status = getattr(trdist, "getstatus", None)
+    if show is None or status is None:
+        return
+    shown: set[str] = set()
+
+    def ensure_show_status() -> None:
+        line = status()
+        if line not in shown:
+            shown.add(line)
+            show()
+
+    trdist.ensure_show_status = ensure_show_status  # type: ignore[union-attr]
+
+
 def _default_threshold(config: pytest.Config) -> float | None:
     """The memory budget when one is configured, else None (no line drawn)."""
     from suitefit.config import load_config
@@ -388,5 +471,7 @@ def unconfigure(config: pytest.Config) -> None:
     side = config.stash.get(RUN_KEY, None)
     if side is not None and not side.finished:  # e.g. a usage error before the session ran
         side.finish(4)
+    if side is not None:
+        side.close_progress()
     if side is not None and side.closing is not None:
         side.closing.say(side.exitstatus if side.exitstatus is not None else 4)

@@ -16,7 +16,6 @@ import threading
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TextIO
 
 from suitefit import timing
 from suitefit.measure.sampler import Sample
@@ -161,14 +160,3 @@ class Heartbeat:
                 self.emit(line, lv, s.rss_mb)
             elif not self._armed[lv] and frac < lv - REARM:
                 self._armed[lv] = True
-
-
-def log_writer(stream: TextIO) -> Callable[[str], None]:
-    def write(line: str) -> None:
-        try:
-            stream.write(line + "\n")
-            stream.flush()
-        except (OSError, ValueError):
-            pass
-
-    return write
