@@ -228,3 +228,20 @@ def test_a_test_killed_at_once_is_the_one_named(tmp_path: Path) -> None:
     assert res.returncode == -9
     (run,) = json_out(suitefit("history", "--json", cwd=tmp_path))
     assert [x["nodeid"] for x in run["crashed_in"]] == ["tests/test_z_kill.py::test_killed_at_once"]
+
+
+def test_after_a_crash_a_one_worker_plan_runs_in_a_separate_worker_that_names_the_next(tmp_path: Path) -> None:
+    project(tmp_path)
+    (tmp_path / "tests" / "test_z_kill.py").write_text(
+        "import os, signal\ndef test_kills_its_own_process():\n    os.kill(os.getpid(), signal.SIGKILL)\n")
+    env = {"WHERE_LOG": str(tmp_path / "w")}
+    first = suitefit("run", "--workers", "1", "--", "-q", cwd=tmp_path, env=env)
+    assert first.returncode == -9 and "separate xdist worker" not in first.stderr  # nothing crashed before
+    second = suitefit("run", "--workers", "1", "--", "-q", cwd=tmp_path, env=env)
+    assert "one worker, run in a separate xdist worker: run 1 crashed" in second.stderr, second.stderr
+    check_named = assert_one_line_error(second, "worker gw0 died (signal 9 SIGKILL)",
+                                        "tests/test_z_kill.py::test_kills_its_own_process")
+    assert check_named and second.returncode == 1
+    assert "INTERNALERROR" not in second.stdout + second.stderr
+    never = suitefit("run", "--workers", "1", "--separate-worker", "never", "--", "-q", cwd=tmp_path, env=env)
+    assert never.returncode == -9 and "separate xdist worker" not in never.stderr

@@ -14,6 +14,7 @@ from suitefit.cli._common import history_option, pytest_command, start_measured_
 from suitefit.config import load_config
 from suitefit.errors import SuitefitError
 from suitefit.history import History
+from suitefit.model import Plan, WorkerCost
 from suitefit.units import fmt_mb, fmt_s
 
 FORBIDDEN = ("-n", "--numprocesses", "--dist", "-d", "--tx", "--max-worker-restart", "--maxprocesses")
@@ -39,9 +40,15 @@ def _check_args(args: list[str]) -> None:
               help="run shard K of N (default: the CI's own variables, e.g. CI_NODE_INDEX/CI_NODE_TOTAL)")
 @click.option("--result", "result_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="where a shard writes its portable result (default .suitefit/shard-K-of-N.json)")
+@click.option("--separate-worker", type=click.Choice(["auto", "always", "never"]), default="auto",
+              show_default=True,
+              help="with a one-worker plan, run the tests in one xdist worker, so that a controller outlives "
+                   "a test that kills the process and names it (auto: after a crashed run, or when the "
+                   "predicted peak is near the budget, if the controller's memory fits too)")
 @click.argument("pytest_args", nargs=-1, type=click.UNPROCESSED)
 def command(history_path: Path | None, memory_budget: str | None, workers: int | None, grace: float,
-            shard_text: str | None, result_path: Path | None, pytest_args: tuple[str, ...]) -> None:
+            shard_text: str | None, result_path: Path | None, separate_worker: str,
+            pytest_args: tuple[str, ...]) -> None:
     """Run the suite under a plan made from the history (through pytest-xdist).
 
     Arguments after `--` go to pytest. Every run is recorded, so each run improves the next plan.
@@ -93,9 +100,16 @@ def command(history_path: Path | None, memory_budget: str | None, workers: int |
         f"({budget.memory_source}); `suitefit plan` explains each decision", err=True)
     for w in plan.warnings:
         click.echo(f"suitefit: warning: {w}", err=True)
+    separate, why = False, ""
+    if plan.workers == 1 and _has_xdist():
+        separate, why = choose_separate_worker(separate_worker, plan, costs.worker, h)
+        if why:
+            click.echo(f"suitefit: {why}", err=True)
     run_id = start_measured_run(h, "shard-run" if shard else "run", args, workers_planned=plan.workers,
                                 shard=list(shard) if shard else None)
     h.update_run(run_id, plan=plan.to_json(), budget_mb=budget.memory_mb)
+    if why:
+        h.merge_run_meta(run_id, separate_worker=separate, separate_worker_why=why)
     plan_file = h.path.parent / f"plan-{run_id}.json"
     plan_file.write_text(json.dumps(plan.to_json(), indent=1))
     # `--opt=PATH`, never `--opt PATH`: a bare path argument would move pytest's rootdir.
@@ -107,7 +121,7 @@ def command(history_path: Path | None, memory_budget: str | None, workers: int |
         spec.dump(spec_file)
         result = result_path or h.path.parent / f"shard-{spec.k}-of-{spec.n}.json"
         full += [f"--suitefit-shard-spec={spec_file}", f"--suitefit-shard-result={result}"]
-    if plan.workers >= 2:
+    if plan.workers >= 2 or separate:
         full += ["-n", str(plan.workers), "--max-worker-restart=0"]
     else:
         full += ["-n", "0"] if _has_xdist() else []
@@ -115,6 +129,40 @@ def command(history_path: Path | None, memory_budget: str | None, workers: int |
     pin_threads(env)
     h.close()
     exec_pytest([*full, *args], env, h.path, run_id)
+
+
+NEAR_BUDGET = 0.70  # the first heartbeat level: from here an OOM kill is a real risk
+
+
+def choose_separate_worker(choice: str, plan: Plan, worker: WorkerCost, h: History) -> tuple[bool, str]:
+    """Run a one-worker plan in an xdist worker (``-n 1``) instead of in pytest's process? And why.
+
+    In-process, a test that kills the process (SIGKILL, the OOM killer) takes the reporter
+    with it and only the journal names the test afterwards. A controller outlives its worker
+    and names the test, signal and memory at once, for the price of one more process: its
+    start-up and its baseline memory (docs/plan.md, "One worker: in-process or separate",
+    gives the measured figures). ``auto`` pays that price when a death is likely (the last
+    run crashed, or the predicted peak is near the budget) and the controller fits in the
+    budget beside the predicted peak.
+    """
+    cost = f"costs a controller process (~{fmt_mb(worker.baseline_mb)}, ~{fmt_s(worker.startup_s)} start-up)"
+    if choice == "never":
+        return False, ""
+    if choice == "always":
+        return True, f"one worker, run in a separate xdist worker (--separate-worker always): {cost}"
+    budget = plan.budget.memory_mb
+    last = next((r for r in h.runs(limit=20) if r.kind in ("run", "shard-run") and r.status != "running"), None)
+    crashed = last is not None and (last.status == "crashed" or bool(h.events(last.id, "worker_died")))
+    near = bool(budget) and plan.predicted_peak_mb >= NEAR_BUDGET * budget
+    if not (crashed or near):
+        return False, ""
+    risk = (f"run {last.id} crashed" if crashed and last is not None else
+            f"the predicted peak {fmt_mb(plan.predicted_peak_mb)} is {plan.predicted_peak_mb / budget:.0%} of the budget")
+    if budget and plan.predicted_peak_mb + worker.baseline_mb > budget:
+        return False, (f"one worker, in pytest's own process: {risk}, but a separate worker's controller "
+                       f"(~{fmt_mb(worker.baseline_mb)}) would not fit in the budget; the journal names a killed test")
+    return True, (f"one worker, run in a separate xdist worker: {risk}; its controller names a test that kills "
+                  f"the worker at once ({cost}; --separate-worker never to skip)")
 
 
 def exec_pytest(args: list[str], env: dict[str, str], history_path: Path, run_id: int) -> NoReturn:
