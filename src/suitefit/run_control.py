@@ -35,7 +35,6 @@ class RunControl:
         self.run_id = run_id
         self.sampler = sampler
         self.leftovers = leftovers  # the session's reaper: a dead worker's children go through it too
-        self.grace_s = leftovers.grace_s
         self.pinned = pin_threads(os.environ)
         self.journal = Journal(history.path.parent / f"inflight-{run_id}.json", run_id)
         self.out = original_stderr(config)
