@@ -238,6 +238,8 @@ def test_after_a_crash_a_one_worker_plan_runs_in_a_separate_worker_that_names_th
     first = suitefit("run", "--workers", "1", "--", "-q", cwd=tmp_path, env=env)
     assert first.returncode == -9 and "separate xdist worker" not in first.stderr  # nothing crashed before
     second = suitefit("run", "--workers", "1", "--", "-q", cwd=tmp_path, env=env)
+    assert "suitefit: run 1 crashed while running tests/test_z_kill.py::test_kills_its_own_process (main, " \
+        in second.stderr, second.stderr  # settled as it starts: what the journal named
     assert "one worker, run in a separate xdist worker: run 1 crashed" in second.stderr, second.stderr
     check_named = assert_one_line_error(second, "worker gw0 died (signal 9 SIGKILL)",
                                         "tests/test_z_kill.py::test_kills_its_own_process")

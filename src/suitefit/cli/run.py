@@ -90,7 +90,12 @@ def command(history_path: Path | None, memory_budget: str | None, workers: int |
     else:
         plan = make_plan(costs, budget)
     h = History(path)
-    h.settle_abandoned()
+    from suitefit.cli.history import crashed_line
+
+    for gone in h.settle_abandoned():  # killed outright: say what its journal named, once
+        line = crashed_line(gone, h.run(gone).meta_dict.get("crashed_in"))
+        if line:
+            click.echo(f"suitefit: {line}", err=True)
     if not existed or costs.runs_used == 0:
         click.echo("suitefit: no measured runs in the history yet: a safe first plan "
                    "(every file at a default cost); this run's measurements plan the next one", err=True)
