@@ -153,3 +153,41 @@ def test_unknown_option_values_are_one_line(tmp_path: Path) -> None:
 def test_history_without_a_file_says_so(tmp_path: Path) -> None:
     res = suitefit("history", cwd=tmp_path)
     assert_one_line_error(res, "no history")
+
+
+
+LEAKS = {
+    # A process Python joins at exit, and an orphan (its parent already exited, like a hung
+    # distributed rank) that holds the output pipe under `-s`: each held the command for 120 s.
+    "test_leak.py": "import multiprocessing, subprocess, time\n"
+                    "def test_leaks_a_process():\n"
+                    "    multiprocessing.get_context('fork').Process(target=time.sleep, args=(120,)).start()\n"
+                    "def test_leaks_an_orphan():\n"
+                    "    subprocess.run(['sh', '-c', 'sleep 121 &'], check=True)\n",
+    "test_ok.py": "def test_ok():\n    pass\n",
+}
+
+
+def _check_leftovers_named(res: subprocess.CompletedProcess[str], history: Path) -> None:
+    out = res.stdout + res.stderr
+    assert res.returncode == 0, out
+    assert "leftover process" in out and "sleep 121" in out, out
+    with History(history) as h:
+        events = h.events(h.runs(limit=1)[0].id, "leftover")
+    assert any("sleep 121" in e.detail_dict["cmdline"] for e in events), events
+    assert any(e.nodeid == "tests/test_leak.py::test_leaks_a_process" for e in events), events
+
+
+def test_profile_names_leftovers_and_they_do_not_hold_its_exit(tmp_path: Path) -> None:
+    make_project(tmp_path, LEAKS)
+    for args in (["-n", "2", "--"], ["--", "-s"]):
+        res = suitefit("profile", *args, "--suitefit-grace=1", "-p", "no:cacheprovider", cwd=tmp_path, timeout=60)
+        _check_leftovers_named(res, tmp_path / ".suitefit" / "history.sqlite")
+
+
+def test_plain_pytest_suitefit_names_leftovers_and_they_do_not_hold_its_exit(tmp_path: Path) -> None:
+    make_project(tmp_path, LEAKS)
+    res = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "2", "--suitefit",
+                          "--suitefit-grace=1", f"--suitefit-history={tmp_path / 'h.sqlite'}"],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    _check_leftovers_named(res, tmp_path / "h.sqlite")

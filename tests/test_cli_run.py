@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
+import re
+import subprocess
 import textwrap
 from pathlib import Path
 
-from clihelp import assert_one_line_error, suitefit
+import pytest
+from clihelp import assert_one_line_error, json_out, suitefit
+from venvs import OLDEST, make_venv
 
 from suitefit.history import History
 
@@ -127,3 +132,118 @@ def test_pytest_rejecting_its_arguments_closes_the_run_with_one_line(tmp_path: P
     with History(tmp_path / ".suitefit" / "history.sqlite") as h:
         (run,) = h.runs()
     assert run.status == "error"
+
+
+KILLED_SUITE = {
+    # First in the first plan's order: its worker queues the next file behind it, which
+    # is put back when the worker dies; the other worker is mid-file when that happens.
+    "test_a_killed.py": "import os, signal, time\ndef test_gets_oom_killed():\n"
+                        "    time.sleep(0.5)\n    os.kill(os.getpid(), signal.SIGKILL)\n",
+    **{f"test_f{i}.py": "import time, pytest\n@pytest.mark.parametrize('i', range(20))\n"
+                        "def test_x(i):\n    time.sleep(0.05)\n" for i in range(3)},
+}
+
+
+def check_killed_run(res: subprocess.CompletedProcess[str]) -> None:
+    out = res.stdout + res.stderr
+    assert "INTERNALERROR" not in out and "Traceback" not in out, out
+    assert res.returncode == 1, out  # the dead worker's test failed; not pytest's internal error (3)
+    line = assert_one_line_error(res, "worker gw", "died (signal 9 SIGKILL)",
+                                 "tests/test_a_killed.py::test_gets_oom_killed")
+    assert res.stderr.strip().splitlines()[-1] == line  # suitefit's lines close the run
+
+
+def killed_project(root: Path) -> Path:
+    (root / "tests").mkdir(parents=True)
+    (root / "pyproject.toml").write_text('[tool.pytest.ini_options]\ntestpaths = ["tests"]\n')
+    for name, body in KILLED_SUITE.items():
+        (root / "tests" / name).write_text(body)
+    return root
+
+
+def test_a_sigkilled_worker_ends_with_suitefits_lines_only(tmp_path: Path) -> None:
+    killed_project(tmp_path)
+    check_killed_run(suitefit("run", "--workers", "2", "--", "-p", "no:cacheprovider", cwd=tmp_path))
+
+
+@pytest.mark.slow
+def test_a_sigkilled_worker_ends_with_suitefits_lines_only_on_the_oldest_pair(tmp_path: Path) -> None:
+    python = make_venv(OLDEST, with_suitefit=True)
+    killed_project(tmp_path)
+    e = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "SUITEFIT_"))}
+    res = subprocess.run([str(python.parent / "suitefit"), "run", "--workers", "2", "--", "-p", "no:cacheprovider"],
+                         cwd=tmp_path, env=e, text=True, capture_output=True, timeout=180)
+    assert "pytest-8.0.2" in res.stdout and "xdist-3.5.0" in res.stdout, res.stdout
+    check_killed_run(res)
+
+
+def test_stopping_at_the_first_failure_under_xdist_is_no_internal_error(tmp_path: Path) -> None:
+    # `-x`: xdist shuts every worker down at the first failure; work the scheduler sent after
+    # that was never run and made xdist's `workerfinished` assert (exit 3, INTERNALERROR).
+    killed_project(tmp_path)
+    (tmp_path / "tests" / "test_a_killed.py").write_text("import time\ndef test_fails():\n"
+                                                         "    time.sleep(0.5)\n    assert 0\n")
+    res = suitefit("run", "--workers", "2", "--", "-x", "-p", "no:cacheprovider", cwd=tmp_path)
+    out = res.stdout + res.stderr
+    assert "INTERNALERROR" not in out and "Traceback" not in out, out
+    assert res.returncode == 2 and "stopping after 1 failures" in out, out  # xdist's own stop
+
+
+def test_a_crash_in_a_one_worker_plan_is_named_afterwards(tmp_path: Path) -> None:
+    # The tests run in the pytest process itself: its SIGKILL leaves only the journal. The
+    # killed test starts right after a quick one, well inside the journal's write interval.
+    project(tmp_path)
+    (tmp_path / "tests" / "test_z_kill.py").write_text(
+        "import os, signal, time\n"
+        "def test_quick():\n    pass\n"
+        "def test_kills_its_own_process():\n    ballast = bytearray(64 * 2**20)\n"
+        "    ballast[::4096] = b'x' * len(ballast[::4096])\n    time.sleep(0.6)  # measured, then killed\n"
+        "    os.kill(os.getpid(), signal.SIGKILL)\n")
+    res = suitefit("run", "--workers", "1", "--", "-q", cwd=tmp_path, env={"WHERE_LOG": str(tmp_path / "w")})
+    assert res.returncode == -9
+    killed = "tests/test_z_kill.py::test_kills_its_own_process"
+    listed = suitefit("history", cwd=tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    assert re.search(rf"run 1 crashed while running {re.escape(killed)} \(main, \d+ MiB", listed.stdout), listed.stdout
+    (run,) = json_out(suitefit("history", "--json", cwd=tmp_path))
+    assert run["status"] == "crashed"
+    assert [(x["worker"], x["nodeid"]) for x in run["crashed_in"]] == [("main", killed)]
+    assert run["crashed_in"][0]["mb"] > 64  # its last measured memory, the ballast included
+    md = suitefit("report", "--markdown", "-o", "-", cwd=tmp_path)
+    assert md.returncode == 0, md.stderr
+    assert "**The run crashed.**" in md.stdout and f"`{killed}` on main (" in md.stdout, md.stdout
+    html = suitefit("report", "-o", "-", cwd=tmp_path)
+    assert html.returncode == 0, html.stderr
+    assert killed in html.stdout and "the journal named no test in flight" not in html.stdout
+
+
+def test_a_test_killed_at_once_is_the_one_named(tmp_path: Path) -> None:
+    # Killed within the journal's write interval of the test before it: the journal must
+    # already name it, not the test before.
+    project(tmp_path)
+    (tmp_path / "tests" / "test_z_kill.py").write_text(
+        "import os, signal\ndef test_quick():\n    pass\n"
+        "def test_killed_at_once():\n    os.kill(os.getpid(), signal.SIGKILL)\n")
+    res = suitefit("run", "--workers", "1", "--", "-q", cwd=tmp_path, env={"WHERE_LOG": str(tmp_path / "w")})
+    assert res.returncode == -9
+    (run,) = json_out(suitefit("history", "--json", cwd=tmp_path))
+    assert [x["nodeid"] for x in run["crashed_in"]] == ["tests/test_z_kill.py::test_killed_at_once"]
+
+
+def test_after_a_crash_a_one_worker_plan_runs_in_a_separate_worker_that_names_the_next(tmp_path: Path) -> None:
+    project(tmp_path)
+    (tmp_path / "tests" / "test_z_kill.py").write_text(
+        "import os, signal\ndef test_kills_its_own_process():\n    os.kill(os.getpid(), signal.SIGKILL)\n")
+    env = {"WHERE_LOG": str(tmp_path / "w")}
+    first = suitefit("run", "--workers", "1", "--", "-q", cwd=tmp_path, env=env)
+    assert first.returncode == -9 and "separate xdist worker" not in first.stderr  # nothing crashed before
+    second = suitefit("run", "--workers", "1", "--", "-q", cwd=tmp_path, env=env)
+    assert "suitefit: run 1 crashed while running tests/test_z_kill.py::test_kills_its_own_process (main, " \
+        in second.stderr, second.stderr  # settled as it starts: what the journal named
+    assert "one worker, run in a separate xdist worker: run 1 crashed" in second.stderr, second.stderr
+    check_named = assert_one_line_error(second, "worker gw0 died (signal 9 SIGKILL)",
+                                        "tests/test_z_kill.py::test_kills_its_own_process")
+    assert check_named and second.returncode == 1
+    assert "INTERNALERROR" not in second.stdout + second.stderr
+    never = suitefit("run", "--workers", "1", "--separate-worker", "never", "--", "-q", cwd=tmp_path, env=env)
+    assert never.returncode == -9 and "separate xdist worker" not in never.stderr

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fcntl
 import io
+import json
 import os
 import pty
 import re
@@ -104,3 +105,68 @@ def test_live_line_on_a_terminal(tmp_path: Path) -> None:
     assert "━" in plain  # the bar
     assert re.search(r"400/400 tests\s+[0-9.]+ (?:ms|s)\s+tree peak 900 MiB of 6\.00 GiB", plain), plain[-400:]
     assert re.search(r"tree \d+ MiB of 6\.00 GiB", plain)
+
+
+# -- a real run's terminal: pytest's lines, suitefit's lines and the live line together --------
+
+HOG = """
+import time
+def test_hog():
+    b = bytearray(200 * 2**20)
+    b[::4096] = b"x" * len(b[::4096])
+    time.sleep(1.5)  # sampled above 70% of the budget: a heartbeat
+"""
+QUICK = "import time, pytest\n@pytest.mark.parametrize('i', range(12))\ndef test_x(i):\n    time.sleep(0.1)\n"
+
+
+def planned_suite(root: Path) -> list[str]:
+    """A suite whose hog sends a heartbeat while pytest's dots line is unfinished; its pytest command."""
+    from suitefit.model import Budget, Plan, Unit
+
+    (root / "tests").mkdir()
+    (root / "pyproject.toml").write_text('[tool.pytest.ini_options]\ntestpaths = ["tests"]\n')
+    (root / "tests" / "test_hog.py").write_text(HOG)
+    for i in range(3):
+        (root / "tests" / f"test_q{i}.py").write_text(QUICK)
+    files = ["tests/test_hog.py", *[f"tests/test_q{i}.py" for i in range(3)]]
+    plan = Plan(workers=2, units=tuple(Unit(f, (f,), 1.0, 1.0) for f in files), budget=Budget(350.0, 2),
+                predicted_wall_s=1.0, predicted_peak_mb=0.0, reasons=("hand-written for a test",))
+    (root / "plan.json").write_text(json.dumps(plan.to_json()))
+    return [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "2", "--suitefit",
+            f"--suitefit-history={root / 'h.sqlite'}", f"--suitefit-plan={root / 'plan.json'}"]
+
+
+def _env() -> dict[str, str]:
+    env = {**os.environ, "TERM": "xterm-256color"}
+    for k in ("NO_COLOR", "COLUMNS", "PYTEST_ADDOPTS", "PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT"):
+        env.pop(k, None)
+    return env
+
+
+def test_a_log_gets_each_line_whole_and_xdists_status_once(tmp_path: Path) -> None:
+    cmd = planned_suite(tmp_path)
+    res = subprocess.run([*cmd, "-q"], cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                         text=True, timeout=120, stdin=subprocess.DEVNULL)
+    lines = res.stdout.splitlines()
+    assert res.returncode == 0, res.stdout
+    assert lines.count("bringing up nodes...") == 1, res.stdout  # -q: xdist wrote it twice
+    assert any(ln.startswith("suitefit: heartbeat: ") for ln in lines), res.stdout
+    assert not any(re.search(r".suitefit:", ln) for ln in lines), res.stdout  # none after pytest's dots or "[100%]"
+    done = next(i for i, ln in enumerate(lines) if ln.startswith("suitefit: done 37/37 tests"))
+    assert done > next(i for i, ln in enumerate(lines) if " passed in " in ln), res.stdout  # after pytest's summary
+
+
+def test_a_terminal_shows_pytests_lines_suitefits_lines_and_one_live_line(tmp_path: Path) -> None:
+    from screen import run_on_terminal
+
+    rc, raw, screen = run_on_terminal(planned_suite(tmp_path), tmp_path, _env())
+    text = "\n".join(screen)
+    assert rc == 0, text
+    assert "\x1b[" in raw  # it was drawn live
+    assert any(re.fullmatch(r"\.{37}\s+\[100%\]", ln) for ln in screen), text  # pytest's dots, whole
+    beats = [ln for ln in screen if "heartbeat" in ln]
+    assert beats and all(ln.startswith("suitefit: heartbeat: tree memory") for ln in beats), text
+    bars = [ln for ln in screen if "━" in ln]
+    assert len(bars) == 1 and "37/37 tests" in bars[0] and "tree peak" in bars[0], text  # the live line's last state
+    assert screen.index(bars[0]) > max(i for i, ln in enumerate(screen) if "passed in" in ln)
+    assert not any(re.search(r".(suitefit:|suitefit ━)", ln) for ln in screen), text

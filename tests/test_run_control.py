@@ -394,3 +394,42 @@ def test_a_recorded_run_replays_to_the_same_decisions(tmp_path: Path) -> None:
         sched.mark_test_complete(node, idx)
     assert sorted(replayed) == sorted(recorded)
     assert sched.tests_finished
+
+SPAWN_POOL = """
+    import json, multiprocessing, os
+    from multiprocessing import resource_tracker
+    def test_uses_a_spawn_pool():
+        with multiprocessing.get_context("spawn").Pool(1) as pool:
+            assert pool.map(abs, [-1, -2]) == [1, 2]
+        with open(os.environ["TRACKER_LOG"], "a") as f:
+            f.write(json.dumps(resource_tracker._resource_tracker._pid) + "\\n")
+    """
+
+
+def test_the_resource_tracker_is_neither_named_nor_waited_for(tmp_path: Path) -> None:
+    # multiprocessing's resource tracker lives until the process that started it exits and
+    # ignores SIGTERM: not a leftover. It used to be named and killed after the grace period.
+    write_suite(tmp_path, {"test_pool.py": SPAWN_POOL, "test_ok.py": plain_file("ok", n=2)})
+    plan = write_plan(tmp_path, [("tests/test_pool.py", ["tests/test_pool.py"], 1),
+                                 ("tests/test_ok.py", ["tests/test_ok.py"], 1)])
+    trackers = tmp_path / "trackers.jsonl"
+    for mode in (["-n", "2"], ["-n", "0"]):
+        res, _ = run_planned(tmp_path, plan, *mode, env={"TRACKER_LOG": str(trackers)})
+        out = res.stdout + res.stderr
+        assert res.returncode == 0, out
+        assert "leftover process" not in out and "multiprocessing.resource_tracker" not in out, out
+        with History(tmp_path / "h.sqlite") as h:
+            assert h.events(h.runs(limit=1)[0].id, "leftover") == []
+    pids = [json.loads(x) for x in trackers.read_text().splitlines()]
+    assert len(pids) == 2 and all(isinstance(p, int) for p in pids)
+    deadline = time.monotonic() + 10
+    while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(_alive(p) for p in pids)  # each ended with the process that started it
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return "zombie" not in Path(f"/proc/{pid}/status").read_text().lower()
+    except OSError:
+        return False

@@ -448,7 +448,22 @@ class History:
             self.update_run(run_id, status="crashed")
             self.merge_run_meta(run_id, ended_unrecorded="its process ended without recording an end "
                                 "(killed, or pytest stopped before suitefit's plugin started)")
+            self._keep_journal(run_id)
         return gone
+
+    def _keep_journal(self, run_id: int) -> None:
+        """Record what the killed run's in-flight journal named: nothing else is left to say it."""
+        from suitefit.measure.journal import read_journal
+
+        path = self.run(run_id).meta_dict.get("journal")
+        found = read_journal(Path(path)) if isinstance(path, str) else None
+        if found is None or not found.inflight:
+            return
+        self.merge_run_meta(run_id, crashed_in=[
+            {"worker": x.worker, "nodeid": x.nodeid, "mb": x.mb, "since": x.since} for x in found.inflight])
+        for x in found.inflight:
+            self.add_event(run_id, found.written or x.since, "inflight", worker=x.worker, nodeid=x.nodeid,
+                           mb=x.mb, since=x.since, source="journal")
 
     def runs(self, limit: int | None = None, kind: str | None = None) -> list[RunRecord]:
         where, args = ("WHERE kind = ?", [kind]) if kind else ("", [])

@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -18,7 +18,7 @@ import pytest
 from suitefit import timing
 from suitefit.history import History, WorkerRecord
 from suitefit.measure import proctree, reaper
-from suitefit.measure.journal import Heartbeat, Journal, log_writer
+from suitefit.measure.journal import Heartbeat, Journal
 from suitefit.measure.sampler import Sample, TreeSampler
 from suitefit.model import Plan
 from suitefit.streams import original_stderr
@@ -31,18 +31,17 @@ if TYPE_CHECKING:
 
 class RunControl:
     def __init__(self, config: pytest.Config, plan: Plan, history: History, run_id: int,
-                 sampler: TreeSampler, grace_s: float) -> None:
+                 sampler: TreeSampler, leftovers: reaper.SessionReaper, say: Callable[[str], None]) -> None:
         self.config = config
         self.plan = plan
         self.history = history
         self.run_id = run_id
         self.sampler = sampler
-        self.grace_s = grace_s
+        self.leftovers = leftovers  # the session's reaper: a dead worker's children go through it too
         self.pinned = pin_threads(os.environ)
-        self.subreaper = reaper.become_subreaper()
         self.journal = Journal(history.path.parent / f"inflight-{run_id}.json", run_id)
         self.out = original_stderr(config)
-        self.say = log_writer(self.out)
+        self.say = say  # above the live progress line on a terminal
         self.budget_mb = plan.budget.memory_mb or None
         self.worker_pids: dict[str, int] = {}
         self.worker_tree: dict[str, list[int]] = {}
@@ -53,7 +52,7 @@ class RunControl:
         sampler.subscribe(self._on_sample)
         if self.budget_mb:
             sampler.subscribe(Heartbeat(self.budget_mb, self.journal, self._heartbeat))
-        history.merge_run_meta(run_id, pinned_threads=self.pinned, subreaper=self.subreaper,
+        history.merge_run_meta(run_id, pinned_threads=self.pinned, subreaper=leftovers.subreaper,
                                journal=str(self.journal.path))
 
     # -- memory per worker -----------------------------------------------------------------
@@ -167,7 +166,7 @@ class RunControl:
         if self.config.getoption("maxworkerrestart", None) in ("0", 0) and self.sched is not None:
             self._stop_others(node)
         pids = [p for p in self.worker_tree.get(wid, []) if p != self.worker_pids.get(wid)]
-        self._reap([p for p in pids if reaper.pid_alive(p)], origin=f"worker {wid}")
+        self.leftovers.reap([p for p in pids if reaper.pid_alive(p)], origin=f"worker {wid}")
 
     def _exit_code(self, node: Any) -> int | None:
         try:
@@ -216,33 +215,7 @@ class RunControl:
     def finish(self) -> None:
         self.journal.maybe_write(force=True)
         self._remove_release_board()
-        known = set(self.worker_pids.values())
-        pids = reaper.leftovers_under(os.getpid(), exclude=known)
-        pids = [p for p in pids if p not in self._worker_descendants_alive()]
-        self._reap(pids, origin="session")
-
-    def _worker_descendants_alive(self) -> set[int]:
-        out: set[int] = set()
-        for pid in self.worker_pids.values():
-            if reaper.pid_alive(pid):
-                out.update(proctree.tree(pid))
-        return out
-
-    def _reap(self, pids: list[int], origin: str) -> None:
-        if not pids:
-            return
-        windows = [(nodeid, start, start + wall) for nodeid, start, wall in self.history.execute(
-            "SELECT nodeid, started, wall_s FROM tests WHERE run_id = ?", [self.run_id])]
-        found = reaper.describe(pids)
-        found = [reaper.Leftover(x.pid, x.cmdline, x.created, reaper.attribute_by_time(x.created, windows))
-                 for x in found]
-        for x in found:
-            self.say(f"suitefit: leftover process {x.pid} ({x.cmdline[:120]}) started by {x.started_by}: "
-                     f"ending it after a {self.grace_s:g} s grace period")
-        fate = reaper.reap([x.pid for x in found], self.grace_s)
-        for x in found:
-            self.history.add_event(self.run_id, timing.wall(), "leftover", worker=origin, nodeid=x.started_by,
-                                   pid=x.pid, cmdline=x.cmdline[:300], fate=fate.get(x.pid, "?"))
+        self.journal.close()
 
 
 def _describe_exit(code: int | None) -> str:

@@ -7,6 +7,7 @@ suitefit being installed (``plugin.py`` holds just the options).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 import sys
@@ -50,7 +51,10 @@ class RunSide:
     """The controller's part: owns the run row and the whole-tree sampler."""
 
     def __init__(self, config: pytest.Config, history: History, run_id: int, started: float,
-                 threshold_mb: float | None, distributed: bool) -> None:
+                 threshold_mb: float | None, distributed: bool, grace_s: float) -> None:
+        from suitefit.measure.reaper import SessionReaper
+        from suitefit.streams import original_stderr
+
         self.config = config
         self.history = history
         self.run_id = run_id
@@ -67,19 +71,79 @@ class RunSide:
         self.exitstatus: int | None = None
         self.threshold_mb = threshold_mb
         self.progress: Any = None
+        self._pytest_file: tuple[Any, Any] | None = None  # pytest's terminal writer and its own file
+        self._mid_line_seen = ""  # pytest's unfinished line when a line of ours last ended it
         self.done = 0
         self.sampler.subscribe(self._progress_tick)
+        self.out = original_stderr(config)
+        self.worker_pids: dict[str, int] = {}
+        self.leftovers = SessionReaper(history, run_id, self.say, grace_s)
+
+    def say(self, line: str) -> None:
+        """One line of suitefit's own on stderr (a leftover, a dead worker, a heartbeat):
+        above the live progress line on a terminal, never through it."""
+        if self.progress is not None:
+            self.progress.log(line)
+            return
+        try:
+            self.out.write(("\n" if self._pytest_mid_line() else "") + line + "\n")
+            self.out.flush()
+        except (OSError, ValueError):  # a closed log must not fail the run
+            pass
 
     def _start_progress(self, total: int) -> None:
         mode = self.config.getoption("suitefit_progress")
         if self.progress is not None or mode == "off":
             return
         from suitefit.report.progress import Progress
-        from suitefit.streams import original_stderr
 
-        stream = original_stderr(self.config)
+        stream = self.out
         tty = mode == "live" or (mode == "auto" and stream.isatty())
-        self.progress = Progress(total, self.threshold_mb, stream, tty)
+        # On a terminal pytest writes to the same screen: its output goes above the live line
+        # (its unfinished line, e.g. xdist's "ready: 1/2 workers", taken over), or each
+        # erases the other.
+        tw = getattr(self.config.pluginmanager.get_plugin("terminalreporter"), "_tw", None)
+        file = getattr(tw, "_file", None)
+        take_over = tty and file is not None and _isatty(file)
+        carry = str(getattr(tw, "_current_line", "")) if take_over else ""
+        if carry:
+            file.write("\r\x1b[2K")  # type: ignore[union-attr]  # the live area draws it from now on
+            file.flush()  # type: ignore[union-attr]
+        self.progress = Progress(total, self.threshold_mb, stream, tty, carry=carry, mid_line=self._pytest_mid_line)
+        if take_over:
+            tw._file = self.progress.above(file)  # type: ignore[union-attr]
+            self._pytest_file = (tw, file)
+
+    def _pytest_mid_line(self) -> bool:
+        """Has pytest left a line unfinished (its dots) in the file this process's stderr
+        also goes to (a CI log joining both)? Once per such line: after a line of ours
+        the file is at a line start, whatever pytest believes."""
+        tw = getattr(self.config.pluginmanager.get_plugin("terminalreporter"), "_tw", None)
+        current = str(getattr(tw, "_current_line", ""))
+        if not current or current == self._mid_line_seen or not _same_file(getattr(tw, "_file", None), self.out):
+            return False
+        self._mid_line_seen = current
+        with contextlib.suppress(Exception):
+            tw._file.flush()  # type: ignore[union-attr]  # its dots first, then our line
+        return True
+
+    def close_progress(self) -> None:
+        """The final progress line, after pytest's own output (never glued to its last line)."""
+        if self.progress is None:
+            return
+        tr = self.config.pluginmanager.get_plugin("terminalreporter")
+        if tr is not None:
+            with contextlib.suppress(Exception):
+                tr._tw.flush()  # what pytest wrote comes first in a log that joins both streams
+        self.progress.close()
+        if self._pytest_file is not None:
+            tw, file = self._pytest_file
+            tw._file = file
+            self._pytest_file = None
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        _status_lines_once(self.config)
 
     def _progress_tick(self, s: Any) -> None:
         if self.progress is not None:
@@ -101,8 +165,13 @@ class RunSide:
     def pytest_configure_node(self, node: Any) -> None:
         node.workerinput["suitefit_run_id"] = self.run_id
         node.workerinput["suitefit_history"] = self.history.path.as_posix()
-        if self.control is not None:
-            node.workerinput["suitefit_grace"] = self.control.grace_s
+        node.workerinput["suitefit_grace"] = self.leftovers.grace_s
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodeready(self, node: Any) -> None:
+        # a worker reaps its own tree: the session's reaper must leave it alone
+        with contextlib.suppress(Exception):
+            self.worker_pids[node.gateway.id] = int(node.gateway._io.popen.pid)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
@@ -145,9 +214,10 @@ class RunSide:
             self.local_worker.finish()
         if self.control is not None:
             self.control.finish()
+        self.leftovers.finish(workers=self.worker_pids.values())
         self.recorder.stop()
         if self.progress is not None:
-            self.progress.close()
+            self.progress.freeze()  # its final line comes after pytest's output (close_progress)
         wall = timing.perf_counter() - self.t0
         cpu = timing.cpu_seconds() - self.cpu0
         h = self.history
@@ -252,6 +322,9 @@ def configure(config: pytest.Config) -> None:
 
 
 def _configure_controller(config: pytest.Config) -> None:
+    grace = float(config.getoption("suitefit_grace"))
+    if grace < 0:
+        raise SuitefitError(f"--suitefit-grace must be >= 0 seconds, got {grace:g}")
     path = _history_path(config)
     history = History(path)
     started = timing.wall()
@@ -269,7 +342,7 @@ def _configure_controller(config: pytest.Config) -> None:
     distributed = _is_distributed(config)
     history.update_run(run_id, started=started, threshold_mb=threshold_mb, host=platform.node(),
                        rootdir=str(config.rootpath), **_versions())
-    side = RunSide(config, history, run_id, started, threshold_mb, distributed)
+    side = RunSide(config, history, run_id, started, threshold_mb, distributed, grace)
     config.stash[RUN_KEY] = side
     config.pluginmanager.register(side, "suitefit-run")
     plan_path = config.getoption("suitefit_plan")
@@ -277,7 +350,7 @@ def _configure_controller(config: pytest.Config) -> None:
         from suitefit.run_control import RunControl, load_plan
 
         side.control = RunControl(config, load_plan(plan_path), history, run_id, side.sampler,
-                                  float(config.getoption("suitefit_grace")))
+                                  side.leftovers, side.say)
         config.pluginmanager.register(side.control, "suitefit-control")
         from suitefit.run_close import RunClose
 
@@ -286,7 +359,6 @@ def _configure_controller(config: pytest.Config) -> None:
                                 explain_max=int(config.getoption("suitefit_explain")),
                                 explain_s=float(config.getoption("suitefit_explain_s")))
     if not distributed:
-        grace = side.control.grace_s if side.control is not None else None
         wr = WorkerRecorder(history, run_id, MAIN_WORKER, side.sampler, reap_grace_s=grace)
         config.stash[WORKER_KEY] = wr
         config.pluginmanager.register(wr, "suitefit-worker")
@@ -364,6 +436,40 @@ def _attach_release(config: pytest.Config, worker: str, history: History, run_id
     attach(config, worker, history, run_id)
 
 
+def _same_file(a: Any, b: Any) -> bool:
+    try:
+        return os.path.sameopenfile(a.fileno(), b.fileno())
+    except (AttributeError, ValueError, OSError):
+        return False
+
+
+def _isatty(file: Any) -> bool:
+    try:
+        return bool(file.isatty())
+    except (AttributeError, ValueError, OSError):
+        return False
+
+
+def _status_lines_once(config: pytest.Config) -> None:
+    """xdist's worker status line, written once: without a terminal it writes it as a line
+    when the workers start and again when they have collected, and under ``-q`` both are
+    "bringing up nodes..." (xdist's ``TerminalDistReporter.ensure_show_status``)."""
+    trdist = config.pluginmanager.get_plugin("terminaldistreporter")
+    show = getattr(trdist, "ensure_show_status", None)
+    status = getattr(trdist, "getstatus", None)
+    if show is None or status is None:
+        return
+    shown: set[str] = set()
+
+    def ensure_show_status() -> None:
+        line = status()
+        if line not in shown:
+            shown.add(line)
+            show()
+
+    trdist.ensure_show_status = ensure_show_status  # type: ignore[union-attr]
+
+
 def _default_threshold(config: pytest.Config) -> float | None:
     """The memory budget when one is configured, else None (no line drawn)."""
     from suitefit.config import load_config
@@ -381,5 +487,7 @@ def unconfigure(config: pytest.Config) -> None:
     side = config.stash.get(RUN_KEY, None)
     if side is not None and not side.finished:  # e.g. a usage error before the session ran
         side.finish(4)
+    if side is not None:
+        side.close_progress()
     if side is not None and side.closing is not None:
         side.closing.say(side.exitstatus if side.exitstatus is not None else 4)

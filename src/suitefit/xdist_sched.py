@@ -197,6 +197,10 @@ class SuitefitScheduling:
             return None
         assert self.collection is not None
         crashitem = self.collection[pending[0]]
+        if self.stopping:
+            # Restarts are off: xdist shuts every other worker down right after this returns,
+            # so what the dead worker held is not run (like the work withdrawn from the others).
+            return crashitem
         # What it held goes back first, minus the test it died in (xdist reports that one).
         for a in reversed(units):
             rest = [i for i in a.indices if i in a.left and i != pending[0]]
@@ -232,6 +236,8 @@ class SuitefitScheduling:
         """A node with fewer than two pending tests needs its next unit: the core says which."""
         if not self._scheduled or node in self._shutdown or node not in self.node2pending:
             return
+        if self._shutting_down(node):
+            return
         while len(self.node2pending[node]) < 2 and node not in self._shutdown:
             if self.core.pending and self.plan.budget.memory_mb:
                 self.core.sample(*self.live())
@@ -251,6 +257,9 @@ class SuitefitScheduling:
             if isinstance(d, Release):
                 self._post_release(target, d)
             elif isinstance(d, Send):
+                if self._shutting_down(target):  # nothing sent to it would run: the run is stopping
+                    self.core.done(wid, d.unit.name, self._now())
+                    continue
                 indices = self._indices(d.unit)
                 self.on_decision("over-budget" if d.over_budget else "send", wid, d.unit.name, d.reason)
                 if not indices:  # nothing of it was collected: done at once
@@ -271,6 +280,20 @@ class SuitefitScheduling:
             elif isinstance(d, Wait):
                 self.on_decision("wait", wid, d.unit, d.reason)
         return sent
+
+    def _shutting_down(self, node: Any) -> bool:
+        """xdist shut ``node`` down itself (restarts off after a death, ``-x``, ``--maxfail``).
+
+        Tests sent to it now would land behind its shutdown marker, never run, and stay
+        pending: xdist then fails ``assert not crashitem`` when the worker finishes. So a
+        node that is shutting down gets nothing, and the run places nothing new.
+        """
+        if getattr(node, "shutting_down", False):
+            if not self.stopping:
+                self.stopping = True
+                self.core.stop()
+            return True
+        return False
 
     def _post_release(self, node: Any, d: Release) -> None:
         a = next((a for a in self.node2units[node] if a.unit.name == d.after), None)

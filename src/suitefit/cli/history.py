@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 from pathlib import Path
+from typing import Any
 
 import click
 from rich.console import Console
@@ -27,7 +28,7 @@ def command(history_path: Path | None, limit: int, as_json: bool) -> None:
         click.echo(json.dumps([
             {"id": r.id, "kind": r.kind, "status": r.status, "exit_code": r.exit_code,
              "started": r.started, "wall_s": r.wall_s, "workers": r.workers, "tests": r.collected,
-             "peak_rss_mb": r.peak_rss_mb} for r in runs
+             "peak_rss_mb": r.peak_rss_mb, "crashed_in": r.meta_dict.get("crashed_in", [])} for r in runs
         ], indent=2))
         return
     if not runs:
@@ -41,4 +42,18 @@ def command(history_path: Path | None, limit: int, as_json: bool) -> None:
         when = dt.datetime.fromtimestamp(r.started).strftime("%m-%d %H:%M:%S")
         t.add_row(str(r.id), when, r.kind, r.status, str(r.collected if r.collected is not None else "-"),
                   str(r.workers), fmt_s(r.wall_s), fmt_mb(r.peak_rss_mb))
-    Console(emoji=False, highlight=False).print(t)
+    console = Console(emoji=False, highlight=False)
+    console.print(t)
+    for r in runs:
+        line = crashed_line(r.id, r.meta_dict.get("crashed_in"))
+        if r.status == "crashed" and line:
+            console.print(line, markup=False, soft_wrap=True)
+
+
+def crashed_line(run_id: int, crashed_in: Any) -> str | None:
+    """``run 3 crashed while running T (main, 812 MiB at its last reading)``, from the journal."""
+    if not isinstance(crashed_in, list) or not crashed_in:
+        return None
+    named = "; ".join(f"{x.get('nodeid')} ({x.get('worker')}, {fmt_mb(x.get('mb'))} at its last reading)"
+                      for x in crashed_in if isinstance(x, dict))
+    return f"run {run_id} crashed while running {named}, as its in-flight journal recorded"

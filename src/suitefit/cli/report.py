@@ -83,6 +83,7 @@ def command(run: int | None, output: str | None, history_path: str | None,
         raise SuitefitError("give either RUN or --compare RUN_A RUN_B, not both")
     path = Path(history_path) if history_path else cfg.history_path
     with History(path, create=False) as history:
+        history.settle_abandoned()  # a killed run is shown crashed, with what its journal named
         if not history.runs(limit=1):
             raise SuitefitError(f"history {path} holds no runs: record one with `suitefit profile` "
                                 "or `pytest --suitefit` first")

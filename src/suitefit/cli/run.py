@@ -14,6 +14,7 @@ from suitefit.cli._common import history_option, pytest_command, start_measured_
 from suitefit.config import load_config
 from suitefit.errors import SuitefitError
 from suitefit.history import History
+from suitefit.model import Plan, WorkerCost
 from suitefit.units import fmt_mb, fmt_s
 
 FORBIDDEN = ("-n", "--numprocesses", "--dist", "-d", "--tx", "--max-worker-restart", "--maxprocesses")
@@ -46,10 +47,16 @@ def _check_args(args: list[str]) -> None:
               help="diagnose at most N new failures (default 5, or the number in explain_failures)")
 @click.option("--explain-time", type=click.FloatRange(min=1), default=300.0, show_default=True, metavar="S",
               help="time box of the whole diagnosis, in seconds")
+@click.option("--separate-worker", type=click.Choice(["auto", "always", "never"]), default="auto",
+              show_default=True,
+              help="with a one-worker plan, run the tests in one xdist worker, so that a controller outlives "
+                   "a test that kills the process and names it (auto: after a crashed run, or when the "
+                   "predicted peak is near the budget, if the controller's memory fits too)")
 @click.argument("pytest_args", nargs=-1, type=click.UNPROCESSED)
 def command(history_path: Path | None, memory_budget: str | None, workers: int | None, grace: float,
             shard_text: str | None, result_path: Path | None, explain: bool | None,
-            explain_limit: int | None, explain_time: float, pytest_args: tuple[str, ...]) -> None:
+            explain_limit: int | None, explain_time: float, separate_worker: str,
+            pytest_args: tuple[str, ...]) -> None:
     """Run the suite under a plan made from the history (through pytest-xdist).
 
     Arguments after `--` go to pytest. Every run is recorded, so each run improves the next plan.
@@ -94,7 +101,12 @@ def command(history_path: Path | None, memory_budget: str | None, workers: int |
     else:
         plan = make_plan(costs, budget)
     h = History(path)
-    h.settle_abandoned()
+    from suitefit.cli.history import crashed_line
+
+    for gone in h.settle_abandoned():  # killed outright: say what its journal named, once
+        said = crashed_line(gone, h.run(gone).meta_dict.get("crashed_in"))
+        if said:
+            click.echo(f"suitefit: {said}", err=True)
     if not existed or costs.runs_used == 0:
         click.echo("suitefit: no measured runs in the history yet: a safe first plan "
                    "(every file at a default cost); this run's measurements plan the next one", err=True)
@@ -104,9 +116,16 @@ def command(history_path: Path | None, memory_budget: str | None, workers: int |
         f"({budget.memory_source}); `suitefit plan` explains each decision", err=True)
     for w in plan.warnings:
         click.echo(f"suitefit: warning: {w}", err=True)
+    separate, why = False, ""
+    if plan.workers == 1 and _has_xdist():
+        separate, why = choose_separate_worker(separate_worker, plan, costs.worker, h)
+        if why:
+            click.echo(f"suitefit: {why}", err=True)
     run_id = start_measured_run(h, "shard-run" if shard else "run", args, workers_planned=plan.workers,
                                 shard=list(shard) if shard else None)
     h.update_run(run_id, plan=plan.to_json(), budget_mb=budget.memory_mb)
+    if why:
+        h.merge_run_meta(run_id, separate_worker=separate, separate_worker_why=why)
     plan_file = h.path.parent / f"plan-{run_id}.json"
     plan_file.write_text(json.dumps(plan.to_json(), indent=1))
     # `--opt=PATH`, never `--opt PATH`: a bare path argument would move pytest's rootdir.
@@ -122,7 +141,7 @@ def command(history_path: Path | None, memory_budget: str | None, workers: int |
         spec.dump(spec_file)
         result = result_path or h.path.parent / f"shard-{spec.k}-of-{spec.n}.json"
         full += [f"--suitefit-shard-spec={spec_file}", f"--suitefit-shard-result={result}"]
-    if plan.workers >= 2:
+    if plan.workers >= 2 or separate:
         full += ["-n", str(plan.workers), "--max-worker-restart=0"]
     else:
         full += ["-n", "0"] if _has_xdist() else []
@@ -141,6 +160,40 @@ def _explain_count(flag: bool | None, limit: int | None, configured: int) -> int
     from suitefit.config import DEFAULT_EXPLAIN_FAILURES
 
     return limit or configured or DEFAULT_EXPLAIN_FAILURES
+
+
+NEAR_BUDGET = 0.70  # the first heartbeat level: from here an OOM kill is a real risk
+
+
+def choose_separate_worker(choice: str, plan: Plan, worker: WorkerCost, h: History) -> tuple[bool, str]:
+    """Run a one-worker plan in an xdist worker (``-n 1``) instead of in pytest's process? And why.
+
+    In-process, a test that kills the process (SIGKILL, the OOM killer) takes the reporter
+    with it and only the journal names the test afterwards. A controller outlives its worker
+    and names the test, signal and memory at once, for the price of one more process: its
+    start-up and its baseline memory (docs/plan.md, "One worker: in-process or separate",
+    gives the measured figures). ``auto`` pays that price when a death is likely (the last
+    run crashed, or the predicted peak is near the budget) and the controller fits in the
+    budget beside the predicted peak.
+    """
+    cost = f"costs a controller process (~{fmt_mb(worker.baseline_mb)}, ~{fmt_s(worker.startup_s)} start-up)"
+    if choice == "never":
+        return False, ""
+    if choice == "always":
+        return True, f"one worker, run in a separate xdist worker (--separate-worker always): {cost}"
+    budget = plan.budget.memory_mb
+    last = next((r for r in h.runs(limit=20) if r.kind in ("run", "shard-run") and r.status != "running"), None)
+    crashed = last is not None and (last.status == "crashed" or bool(h.events(last.id, "worker_died")))
+    near = bool(budget) and plan.predicted_peak_mb >= NEAR_BUDGET * budget
+    if not (crashed or near):
+        return False, ""
+    risk = (f"run {last.id} crashed" if crashed and last is not None else
+            f"the predicted peak {fmt_mb(plan.predicted_peak_mb)} is {plan.predicted_peak_mb / budget:.0%} of the budget")
+    if budget and plan.predicted_peak_mb + worker.baseline_mb > budget:
+        return False, (f"one worker, in pytest's own process: {risk}, but a separate worker's controller "
+                       f"(~{fmt_mb(worker.baseline_mb)}) would not fit in the budget; the journal names a killed test")
+    return True, (f"one worker, run in a separate xdist worker: {risk}; its controller names a test that kills "
+                  f"the worker at once ({cost}; --separate-worker never to skip)")
 
 
 def exec_pytest(args: list[str], env: dict[str, str], history_path: Path, run_id: int) -> NoReturn:

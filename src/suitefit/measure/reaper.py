@@ -3,6 +3,12 @@
 An orphaned helper (a distributed rank, a server a fixture forgot) can keep a CI
 job from exiting for minutes. The session's first process becomes a child
 subreaper, so orphans re-parent to it instead of to init and stay findable.
+
+Some helpers end with the process that started them and are not leftovers:
+multiprocessing's resource tracker and forkserver (started by any spawn or
+forkserver pool) read a pipe only their parent (and its pool workers) hold, exit at
+its end, and the tracker ignores SIGTERM by design. They are neither named nor
+waited for: waiting for them cost every pool-using run the whole grace period.
 """
 
 from __future__ import annotations
@@ -10,15 +16,33 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import re
 import signal
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import psutil
 
+from suitefit import timing
 from suitefit.measure import proctree
 
+if TYPE_CHECKING:
+    from suitefit.history import History
+
 PR_SET_CHILD_SUBREAPER = 36
+
+# `python -c "from multiprocessing.resource_tracker import main;main(FD)"`, the forkserver's
+# `from multiprocessing.forkserver import main; main(...)`, Python < 3.8's semaphore tracker,
+# and loky's (joblib's) copy of the resource tracker: each exits when its pipe closes.
+_ENDS_WITH_PARENT = re.compile(
+    r"from (?:multiprocessing|joblib\.externals\.loky\.backend|loky\.backend)\."
+    r"(?:resource_tracker|semaphore_tracker|forkserver) import main")
+
+
+def ends_with_parent(cmdline: str) -> bool:
+    """Is this a helper that exits by itself once the process that started it exits?"""
+    return bool(_ENDS_WITH_PARENT.search(cmdline))
 
 
 def become_subreaper() -> bool:
@@ -38,14 +62,17 @@ class Leftover:
 
 
 def describe(pids: Iterable[int], started_by: dict[int, str] | None = None) -> list[Leftover]:
+    """The leftovers among ``pids``: zombies and helpers that end with their parent are not."""
     out = []
     for pid in pids:
         try:
             p = psutil.Process(pid)
             if p.status() == psutil.STATUS_ZOMBIE:
                 continue
-            out.append(Leftover(pid, proctree.cmdline(pid), p.create_time(),
-                                (started_by or {}).get(pid, "unknown")))
+            cmd = proctree.cmdline(pid)
+            if ends_with_parent(cmd):
+                continue
+            out.append(Leftover(pid, cmd, p.create_time(), (started_by or {}).get(pid, "unknown")))
         except psutil.Error:
             continue
     return out
@@ -100,3 +127,46 @@ def pid_alive(pid: int) -> bool:
         return True
     except OSError:
         return False
+
+
+class SessionReaper:
+    """The controller's guard on the exit, for every measured session (``run``, ``profile``,
+    ``pytest --suitefit``): it becomes the subreaper, and at the end names each process left
+    in its tree (with the test that started it) and ends it after the grace period, so that
+    nothing a test left behind holds the command's exit.
+    """
+
+    def __init__(self, history: History, run_id: int, say: Callable[[str], None], grace_s: float) -> None:
+        self.history = history
+        self.run_id = run_id
+        self.say = say
+        self.grace_s = grace_s
+        self.subreaper = become_subreaper()
+
+    def finish(self, workers: Iterable[int] = ()) -> None:
+        """Reap what is left under this process, except live ``workers`` and their trees
+        (each worker reaps its own descendants when it finishes)."""
+        keep: set[int] = set()
+        for pid in workers:
+            keep.add(pid)
+            if pid_alive(pid):
+                keep.update(proctree.tree(pid))
+        self.reap(leftovers_under(os.getpid(), exclude=keep), origin="session")
+
+    def reap(self, pids: list[int], origin: str) -> None:
+        """Name ``pids`` (attributed by the test running when each started), end them, record it."""
+        if not pids:
+            return
+        found = describe(pids)
+        if not found:
+            return
+        windows = [(nodeid, start, start + wall) for nodeid, start, wall in self.history.execute(
+            "SELECT nodeid, started, wall_s FROM tests WHERE run_id = ?", [self.run_id])]
+        found = [Leftover(x.pid, x.cmdline, x.created, attribute_by_time(x.created, windows)) for x in found]
+        for x in found:
+            self.say(f"suitefit: leftover process {x.pid} ({x.cmdline[:120]}) started by {x.started_by}: "
+                     f"ending it after a {self.grace_s:g} s grace period")
+        fate = reap([x.pid for x in found], self.grace_s)
+        for x in found:
+            self.history.add_event(self.run_id, timing.wall(), "leftover", worker=origin, nodeid=x.started_by,
+                                   pid=x.pid, cmdline=x.cmdline[:300], fate=fate.get(x.pid, "?"))

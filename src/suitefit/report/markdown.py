@@ -55,11 +55,14 @@ def render_markdown(v: RunView) -> str:
     if v.crash is not None:
         c = v.crash
         who = ", ".join(f"{w.worker}" + (f" ({w.detail})" if w.detail else "") for w in c.dead_workers)
-        if not who:
-            who = ", ".join(dict.fromkeys(m.worker for m in c.events if m.worker))
+        if not who:  # an in-flight record names a test, not a death
+            who = ", ".join(dict.fromkeys(m.worker for m in c.events if m.worker and m.kind != "inflight"))
         lines += ["", f"**{'Worker died: ' + who if who else 'The run crashed'}.**"]
         if c.inflight:
-            lines.append("In flight: " + ", ".join(f"{_code(n)} on {w}" for w, n in c.inflight[:10]))
+            mb = {(m.worker, n): m.mb for m in c.events for n in m.tests if m.mb is not None}
+            lines.append("In flight: " + ", ".join(
+                f"{_code(n)} on {w}" + (f" ({fmt_mb(mb[(w, n)])} at its last reading)" if (w, n) in mb else "")
+                for w, n in c.inflight[:10]))
     if v.peak is not None and v.peak_tests:
         names = ", ".join(_code(t.nodeid) for t in v.peak_tests[:TOP])
         more = f" and {len(v.peak_tests) - TOP} more" if len(v.peak_tests) > TOP else ""

@@ -2,22 +2,25 @@
 
 A CI log keeps every byte, so redrawing there would bury the log in control codes;
 it gets one plain line every ``every_s`` seconds instead (and those lines are also
-what survives when the runner is killed). On a terminal one line is redrawn in place.
+what survives when the runner is killed). On a terminal one line is redrawn in place,
+below everything else: suitefit's own lines go above it through ``log``, and pytest's
+output through ``above`` (pytest's terminal writer writes to that file while the line
+is drawn), so that neither erases the other.
 """
 
 from __future__ import annotations
 
+import io
 import math
 import threading
 from collections.abc import Callable
-from typing import IO, TYPE_CHECKING
+from typing import IO, TYPE_CHECKING, Any, cast
 
 from suitefit import timing
 from suitefit.units import fmt_mb, fmt_s
 
 if TYPE_CHECKING:  # rich is imported only to draw on a terminal: a CI log never pays for it
     from rich.live import Live
-    from rich.table import Table
 
 REDRAW_S = 0.1  # at most ten redraws a second on a terminal
 
@@ -26,7 +29,12 @@ class Progress:
     """Tests done of ``total``, time since start, and the tree's memory against the budget."""
 
     def __init__(self, total: int, budget_mb: float | None, stream: IO[str], is_tty: bool, *,
-                 every_s: float = 10.0, clock: Callable[[], float] = timing.monotonic) -> None:
+                 every_s: float = 10.0, clock: Callable[[], float] = timing.monotonic,
+                 carry: str = "", mid_line: Callable[[], bool] | None = None) -> None:
+        """``carry``: a line another writer left unfinished on the terminal (pytest's), which
+        the live area takes over (shown above the live line, continued by ``above``).
+        ``mid_line``: off a terminal, is another writer's line unfinished in the same log?
+        Then a plain line starts on a line of its own."""
         self.total = max(0, int(total))
         self.budget_mb = budget_mb
         self.stream = stream
@@ -39,7 +47,10 @@ class Progress:
         self._tree_mb: float | None = None
         self._peak_mb: float | None = None
         self._closed = False
-        self._lock = threading.Lock()
+        self._frozen: float | None = None  # when the run ended: the final line's time
+        self._lock = threading.RLock()
+        self._partial = carry if is_tty else ""  # the unfinished line of the writer routed through ``above``
+        self._mid_line = mid_line
         self._live: Live | None = None
         if is_tty:
             from rich.console import Console
@@ -55,7 +66,7 @@ class Progress:
     def update(self, done: int, tree_mb: float) -> None:
         """Record the latest count and tree memory; draw or print when it is time."""
         with self._lock:
-            if self._closed:
+            if self._closed or self._frozen is not None:
                 return
             self._done = done
             if math.isfinite(tree_mb):
@@ -80,14 +91,45 @@ class Progress:
             else:
                 self._write(line)
 
+    def above(self, file: IO[str]) -> IO[str]:
+        """A file for another writer (pytest's) whose lines go above the live line; ``file``
+        itself once the line is gone. Off a terminal there is no live line: ``file``."""
+        return cast(IO[str], _Above(self, file)) if self._live is not None else file
+
+    def _write_above(self, file: IO[str], text: str) -> None:
+        with self._lock:
+            if self._live is None or self._closed:
+                file.write(text)
+                return
+            from rich.text import Text
+
+            *lines, self._partial = (self._partial + text).split("\n")
+            for line in lines:  # "\r" rewrote the line in place: what stays is after the last one
+                self._live.console.print(Text.from_ansi(line.rsplit("\r", 1)[-1]), soft_wrap=True)
+            now = self._clock()
+            if lines or now - self._last_out >= REDRAW_S:  # at most ten redraws a second for dots
+                self._last_out = now
+                self._live.update(self._render(now), refresh=True)
+
+    def freeze(self) -> None:
+        """The tests are over: stop counting and keep this moment for the final line."""
+        with self._lock:
+            if self._frozen is None:
+                self._frozen = self._clock()
+
     def close(self) -> None:
         """Draw the final state once and stop; safe to call twice."""
         with self._lock:
             if self._closed:
                 return
             self._closed = True
-            now = self._clock()
+            now = self._frozen if self._frozen is not None else self._clock()
             if self._live is not None:
+                if self._partial:  # the other writer's unfinished line stays where it was
+                    from rich.text import Text
+
+                    self._live.console.print(Text.from_ansi(self._partial.rsplit("\r", 1)[-1]), soft_wrap=True)
+                    self._partial = ""
                 self._live.update(self._render(now, final=True), refresh=True)
                 self._live.stop()
             else:
@@ -116,7 +158,8 @@ class Progress:
                     f"tree peak {self._memory(self._peak_mb)}")
         return f"suitefit: {self._done}/{self.total} tests, {fmt_s(elapsed)}, tree {self._memory(self._tree_mb)}"
 
-    def _render(self, now: float | None = None, *, final: bool = False) -> Table:
+    def _render(self, now: float | None = None, *, final: bool = False) -> Any:
+        from rich.console import Group
         from rich.progress_bar import ProgressBar
         from rich.table import Table
         from rich.text import Text
@@ -135,11 +178,36 @@ class Progress:
             Text(fmt_s(elapsed), style="cyan"),
             Text(("tree peak " if final else "tree ") + self._memory(mb), style=style),
         )
-        return grid
+        partial = self._partial.rsplit("\r", 1)[-1]
+        return Group(Text.from_ansi(partial), grid) if partial and not final else grid
 
     def _write(self, line: str) -> None:
+        if self._mid_line is not None and self._mid_line():
+            line = "\n" + line
         try:
             self.stream.write(line + "\n")
             self.stream.flush()
         except (OSError, ValueError):  # a closed log must not fail the run
             pass
+
+
+class _Above(io.TextIOBase):
+    """What pytest's terminal writer writes to while the live line is drawn (see ``Progress.above``)."""
+
+    def __init__(self, progress: Progress, file: IO[str]) -> None:
+        self._progress = progress
+        self._file = file
+
+    def write(self, text: str) -> int:
+        self._progress._write_above(self._file, text)
+        return len(text)
+
+    def flush(self) -> None:
+        self._file.flush()
+
+    def isatty(self) -> bool:
+        return True
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return getattr(self._file, "encoding", "utf-8")
