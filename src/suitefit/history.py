@@ -450,6 +450,14 @@ class History:
     def upsert_worker(self, row: WorkerRecord) -> None:
         self._insert("workers", [row])
 
+    def set_worker_memory(self, run_id: int, worker: str, baseline_mb: float | None,
+                          peak_mb: float | None) -> None:
+        """The sampler process's part of a worker row (the worker writes the rest first)."""
+        with self._tx() as db:
+            db.execute("UPDATE workers SET baseline_mb = COALESCE(?, baseline_mb),"
+                       " peak_rss_mb = NULLIF(MAX(COALESCE(peak_rss_mb, 0), COALESCE(?, 0)), 0)"
+                       " WHERE run_id = ? AND worker = ?", (baseline_mb, peak_mb, run_id, worker))
+
     def add_fixtures(self, rows: Sequence[FixtureRecord]) -> None:
         self._insert("fixtures", rows)
 

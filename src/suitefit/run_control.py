@@ -18,7 +18,7 @@ from suitefit import timing
 from suitefit.history import History, WorkerRecord
 from suitefit.measure import proctree, reaper
 from suitefit.measure.journal import Heartbeat, Journal, log_writer
-from suitefit.measure.sampler import Sample, TreeSampler
+from suitefit.measure.sampler import Sample, SamplerProcess
 from suitefit.model import Plan
 from suitefit.streams import original_stderr
 from suitefit.threads import pin_threads
@@ -27,7 +27,7 @@ from suitefit.units import fmt_mb
 
 class RunControl:
     def __init__(self, config: pytest.Config, plan: Plan, history: History, run_id: int,
-                 sampler: TreeSampler, grace_s: float) -> None:
+                 sampler: SamplerProcess, grace_s: float) -> None:
         self.config = config
         self.plan = plan
         self.history = history

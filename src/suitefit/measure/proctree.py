@@ -51,6 +51,30 @@ def tree(root: int) -> list[int]:
     return seen
 
 
+def tree_parents(root: int, skip: Iterable[int] = ()) -> dict[int, int]:
+    """``root`` and its descendants mapped to their parent (root maps to 0), root first.
+
+    ``skip`` prunes a process and everything under it (the sampler process leaves itself out).
+    """
+    skipped = set(skip)
+    out = {root: 0}
+    order = [root]
+    i = 0
+    while i < len(order):
+        parent = order[i]
+        for c in children(parent):
+            if c not in out and c not in skipped:
+                out[c] = parent
+                order.append(c)
+        i += 1
+    return out
+
+
+def proc_readable() -> bool:
+    """Whether this system has a Linux-style /proc to read process memory from."""
+    return os.path.exists(f"/proc/{os.getpid()}/statm")
+
+
 def rss_mb(pid: int) -> float:
     """Resident set size of one process in MiB; 0 if it is gone."""
     try:
