@@ -10,11 +10,14 @@ samples and attributes its samples of each worker's tree to the file in flight.
 Lines are tab-separated; the first field says what happened:
 
     H  worker pid                        a test process is ready (its tree is watched)
-    B  worker mono wall self_mb path     a file begins; self_mb: the process's RSS just
-                                         after its VmHWM was reset (-1: not readable)
+    B  worker mono wall self_mb children_mb path
+                                         a file begins; self_mb: the process's RSS just
+                                         after its VmHWM was reset (-1: not readable);
+                                         children_mb: its descendants' RSS then
     E  worker mono wall hwm_mb cpu_s tests
                                          the file ends; hwm_mb: the process's own exact
                                          peak since B (-1: clear_refs refused)
+    T  worker wall nodeid                a test begins (only when the sampler keeps the journal)
     D  worker                            the process is done (its worker row is written)
 """
 

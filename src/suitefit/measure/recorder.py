@@ -215,11 +215,15 @@ class WorkerRecorder:
         if self._first_test is None:
             self._first_test = now
         # The exact peak of this process comes from its VmHWM, reset here; its RSS right
-        # after the reset is where the file starts. The tree's children are the sampler's.
+        # after the reset is where the file starts. Its children's RSS is read here too, once
+        # per file: a sample from outside is up to an interval old, and a pool a fixture
+        # started a moment ago would otherwise count as this file's memory.
         self_mb = proctree.rss_mb(self.pid) if self.exact_hwm and proctree.reset_hwm() else -1.0
+        kids = proctree.tree(self.pid)[1:]
+        children_mb = proctree.sum_rss_mb(kids) if kids else 0.0
         t0 = timing.monotonic()
         self._seg = _Segment(path, now, t0, timing.cpu_seconds())
-        self.channel.send("B", self.worker, t0, now, self_mb, path)
+        self.channel.send("B", self.worker, t0, now, self_mb, children_mb, path)
 
     def _close_segment(self) -> None:
         seg = self._seg

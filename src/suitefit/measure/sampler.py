@@ -90,7 +90,7 @@ class SamplerProcess:
         self.channel_path = os.path.join(self._dir, "files.fifo")
         self._page_path = os.path.join(self._dir, "last.page")
         self._cfg: dict[str, Any] = {
-            "root": root, "run_id": run_id, "history": history, "started_wall": started_wall,
+            "root": root, "parent": os.getpid(), "run_id": run_id, "history": history, "started_wall": started_wall,
             "threshold_mb": threshold_mb, "interval": interval, "stream": stream,
             "pss_every": pss_every, "pss_budget": pss_budget, "fifo": self.channel_path,
             "page": self._page_path,

@@ -78,6 +78,7 @@ class _Worker:
 class Watcher:
     def __init__(self, cfg: dict[str, Any], receiver: Receiver | None) -> None:
         self.root = int(cfg["root"])
+        self.parent = int(cfg.get("parent") or self.root)
         self.run_id = int(cfg["run_id"])
         self.interval = float(cfg.get("interval", 0.1))
         self.pss_every = max(0, int(cfg.get("pss_every", 10)))
@@ -170,9 +171,8 @@ class Watcher:
             return
         if m.kind == "B":
             t0, wall0, self_mb = float(m.fields[0]), float(m.fields[1]), float(m.fields[2])
-            path = m.fields[3]
+            children, path = float(m.fields[3]), m.fields[4]
             self._fold_late(w, until=t0)
-            children = w.children_mb
             if self_mb < 0:  # the worker could not read itself: the last sample of it will do
                 self_mb = max(0.0, self._last_tree(w) - children)
             base = self_mb + children
@@ -347,7 +347,7 @@ class Watcher:
                 self.sample()
             if timing.monotonic() - self._last_flush >= self.flush_interval:
                 self.flush()
-            if os.getppid() != self.root:  # the session's process is gone (killed): end with it
+            if os.getppid() != self.parent:  # the session's process is gone (killed): end with it
                 break
             next_t += self.interval
             delay = next_t - timing.monotonic()
