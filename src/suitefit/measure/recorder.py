@@ -99,7 +99,9 @@ class WorkerRecorder:
         self._current_since = 0.0
         self._finished = False
         self._last_flush = timing.monotonic()
-        self.fixture_pids: dict[int, str] = {}  # pid -> the fixture that started it
+        self.started_by: dict[int, str] = {}  # pid -> the fixture or test that started it
+        self._kids_raw = b""
+        self._known: set[int] = set()
         self.leftovers: list[Any] = []
         self._started = proctree.create_time(self.pid)
         self.channel.send("H", self.worker, self.pid)
@@ -149,6 +151,7 @@ class WorkerRecorder:
             )
             if self.reap_grace_s is not None:
                 self._windows.append((item.nodeid, now, now + wall))
+                self._note_new_children(item.nodeid)
             self._seq += 1
             seg.tests += 1
             self._current = None
@@ -156,6 +159,25 @@ class WorkerRecorder:
                 self._close_segment()
             if len(self._tests) >= self.flush_tests or timing.monotonic() - self._last_flush >= self.flush_s:
                 self.flush()
+
+    def _note_new_children(self, nodeid: str) -> None:
+        """Name the processes a test started and left running (only when leftovers are reaped).
+
+        One read of this thread's ``children`` file per test (a few µs); the whole tree is
+        walked only when that changed, so a test that starts nothing pays almost nothing.
+        """
+        try:
+            with open(f"/proc/{self.pid}/task/{self.pid}/children", "rb") as f:
+                raw = f.read()
+        except OSError:
+            return
+        if raw == self._kids_raw:
+            return
+        self._kids_raw = raw
+        for p in proctree.tree(self.pid)[1:]:
+            if p not in self._known and p not in self.exclude_pids:
+                self._known.add(p)
+                self.started_by.setdefault(p, nodeid)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         ph = self._phases.setdefault(report.nodeid, _Phases())
@@ -179,7 +201,8 @@ class WorkerRecorder:
             setup_s = timing.perf_counter() - t0
             new = [p for p in proctree.tree(self.pid) if p not in before and p not in self.exclude_pids]
             for p in new:
-                self.fixture_pids.setdefault(p, f"fixture {fixturedef.argname}")
+                self.started_by.setdefault(p, f"fixture {fixturedef.argname}")
+                self._known.add(p)
             procs = [p for p in new if proctree.rss_mb(p) > 0]
             mb = proctree.sum_rss_mb(procs) + max(0.0, proctree.rss_mb(self.pid) - self_before)
             key = (fixturedef.argname, str(fixturedef.baseid))
@@ -214,6 +237,8 @@ class WorkerRecorder:
     def _open_segment(self, path: str, now: float) -> None:
         if self._first_test is None:
             self._first_test = now
+            if self.reap_grace_s is not None:  # what runs before the first test is no test's
+                self._known.update(proctree.tree(self.pid)[1:])
         # The exact peak of this process comes from its VmHWM, reset here; its RSS right
         # after the reset is where the file starts. Its children's RSS is read here too, once
         # per file: a sample from outside is up to an interval old, and a pool a fixture
@@ -247,7 +272,7 @@ class WorkerRecorder:
         pids = reaper.leftovers_under(self.pid, exclude=self.exclude_pids)
         if not pids:
             return
-        found = reaper.describe(pids, self.fixture_pids)
+        found = reaper.describe(pids, self.started_by)
         found = [x if x.started_by != "unknown" else
                  reaper.Leftover(x.pid, x.cmdline, x.created, reaper.attribute_by_time(_created(x), self._windows))
                  for x in found]
