@@ -243,7 +243,9 @@ class WorkerRecorder:
         # after the reset is where the file starts. Its children's RSS is read here too, once
         # per file: a sample from outside is up to an interval old, and a pool a fixture
         # started a moment ago would otherwise count as this file's memory.
-        self_mb = proctree.rss_mb(self.pid) if self.exact_hwm and proctree.reset_hwm() else -1.0
+        if self.exact_hwm:
+            proctree.reset_hwm()
+        self_mb = proctree.rss_mb(self.pid) or -1.0  # 0: /proc is not readable
         kids = proctree.tree(self.pid)[1:]
         children_mb = proctree.sum_rss_mb(kids) if kids else 0.0
         t0 = timing.monotonic()
