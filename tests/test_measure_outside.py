@@ -115,3 +115,38 @@ def test_without_proc_memory_is_not_measured_and_the_run_goes_on(suite: Path) ->
         assert run.passed == 19 and run.status == "passed"
         assert h.samples(run.id) == []
         assert len({f.path for f in h.files(run.id)}) == 5  # times per file are still recorded
+
+
+HOLDS = """
+import time
+
+def test_fast():
+    pass
+
+def test_holds_memory():
+    b = bytearray(300 * 2**20)
+    b[::4096] = b'x' * len(b[::4096])
+    time.sleep(1.5)
+"""
+
+
+@pytest.mark.parametrize("mode", sorted(MODES))
+def test_heartbeat_names_the_test_in_flight_in_the_job_log(tmp_path: Path, mode: str) -> None:
+    """Serially the sampler process writes the heartbeat and journal; under xdist the controller."""
+    from test_run_control import write_plan, write_suite
+
+    write_suite(tmp_path, {"test_big.py": HOLDS})
+    plan = write_plan(tmp_path, [("tests/test_big.py", ["tests/test_big.py"], 300.0)], budget_mb=420,
+                      workers=1 if mode == "serial" else 2)
+    r = pytest_run(tmp_path, "--suitefit", f"--suitefit-history={tmp_path / 'h.sqlite'}",
+                   f"--suitefit-plan={plan}", *MODES[mode])
+    assert r.returncode == 0, r.stdout + r.stderr
+    beats = [ln for ln in r.stderr.splitlines() if "suitefit: heartbeat" in ln]
+    assert beats, r.stderr
+    assert "crossed 70% of the" in beats[0] and "tests/test_big.py::test_holds_memory" in beats[0], beats
+    with History(tmp_path / "h.sqlite") as h:
+        run = h.runs(limit=1)[0]
+        (ev, *_) = h.events(run.id, "heartbeat")
+        assert ev.detail_dict["inflight"][0]["nodeid"] == "tests/test_big.py::test_holds_memory"
+    journal = json.loads((tmp_path / f"inflight-{run.id}.json").read_text())
+    assert journal["run_id"] == run.id and journal["inflight"] == []  # the run ended: nothing in flight
