@@ -1,7 +1,7 @@
 """The history: one SQLite file (WAL) of runs and everything measured in them.
 
-Every process of a run (the controller and each xdist worker) opens its own
-connection and writes its own rows; primary keys make a repeated write replace,
+Every process of a run (the controller, each xdist worker and the run's sampler
+process) opens its own connection and writes its own rows; primary keys make a repeated write replace,
 never duplicate. Schema changes bump ``SCHEMA_VERSION`` and add a migration.
 """
 
