@@ -235,11 +235,12 @@ def test_expensive_pss_reads_are_spaced_out(tmp_path: Path, budget: float) -> No
     p = holder(300)
     try:
         got: list[Sample] = []
-        sp = SamplerProcess(os.getpid(), history=str(h.path), run_id=run_id, started_wall=time.time(),
+        # the holder alone: this test process's own tree may be big and slow to read
+        sp = SamplerProcess(p.pid, history=str(h.path), run_id=run_id, started_wall=time.time(),
                             threshold_mb=None, interval=0.02, stream=True, pss_every=1, pss_budget=budget)
         sp.subscribe(got.append)
         sp.start()
-        time.sleep(0.8)
+        time.sleep(1.5)
         sp.stop()
     finally:
         p.stdin.close()  # type: ignore[union-attr]
