@@ -11,8 +11,6 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 
-import psutil
-
 PAGE_MB = os.sysconf("SC_PAGE_SIZE") / (1024 * 1024)
 _HAS_CHILDREN_FILE = os.path.exists(f"/proc/{os.getpid()}/task/{os.getpid()}/children")
 
@@ -20,6 +18,8 @@ _HAS_CHILDREN_FILE = os.path.exists(f"/proc/{os.getpid()}/task/{os.getpid()}/chi
 def children(pid: int) -> list[int]:
     """Direct children of ``pid`` (all its threads'), [] if it is gone."""
     if not _HAS_CHILDREN_FILE:
+        import psutil  # here, not at the top: the sampler process starts faster without it
+
         try:
             return [p.pid for p in psutil.Process(pid).children()]
         except psutil.Error:
@@ -123,6 +123,8 @@ def reset_hwm() -> bool:
 
 
 def cmdline(pid: int) -> str:
+    import psutil
+
     try:
         return " ".join(psutil.Process(pid).cmdline()) or psutil.Process(pid).name()
     except psutil.Error:
@@ -154,6 +156,8 @@ def is_running(pid: int, started: float | None) -> bool:
 
 
 def create_time(pid: int | None = None) -> float | None:
+    import psutil
+
     try:
         return psutil.Process(pid or os.getpid()).create_time()
     except psutil.Error:
