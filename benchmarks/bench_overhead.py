@@ -122,7 +122,8 @@ def main(argv: list[str] | None = None) -> int:
             for name in order:
                 runs[name].append(timed_run(sides[name], suite))
             print(f"pair {i + 1}/{a.pairs} ({order[0]} first): plain {runs['plain'][-1].wall_s:.2f} s, "
-                  f"suitefit {runs['suitefit'][-1].wall_s:.2f} s, load {load()}", file=sys.stderr)
+                  f"suitefit {runs['suitefit'][-1].wall_s:.2f} s, CPU {runs['plain'][-1].cpu_s:.2f} s / "
+                  f"{runs['suitefit'][-1].cpu_s:.2f} s, load {load()}", file=sys.stderr)
     wall_ratios = [b.wall_s / p.wall_s for p, b in zip(runs["plain"], runs["suitefit"], strict=True)]
     cpu_ratios = [b.cpu_s / p.cpu_s for p, b in zip(runs["plain"], runs["suitefit"], strict=True)]
     out: dict[str, Any] = {"suite": str(a.suite), "pairs": a.pairs, "workers": a.workers, "extra": a.extra,
