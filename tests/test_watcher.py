@@ -74,6 +74,7 @@ def test_streams_samples_to_callbacks_and_stops(tmp_path: Path) -> None:
     assert all(b.t > a.t for a, b in itertools.pairwise(got))
     assert peaks.samples >= n and peaks.peak_rss_mb >= max(s.rss_mb for s in got) - 0.01
     assert peaks.secs_above > 0.3  # above a 1 MiB threshold the whole time
+    assert peaks.cpu_s is not None and 0 < peaks.cpu_s < 5
     assert not any(t.name == READER_THREAD for t in threading.enumerate())
     rows = h.samples(run_id)
     assert len(rows) == peaks.samples  # every sample reached the history, in batches

@@ -202,6 +202,7 @@ class RunSide:
             peak_procs=peaks.peak_procs or None,
             secs_above=peaks.secs_above,
         )
+        h.merge_run_meta(self.run_id, sampler_cpu_s=peaks.cpu_s, samples=peaks.samples)
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         write_summary(terminalreporter, self.history, self.run_id)

@@ -75,6 +75,7 @@ class RunPeaks:
     peak_procs: int = 0
     secs_above: float = 0.0
     samples: int = 0
+    cpu_s: float | None = None  # the sampler process's own CPU time
 
 
 class SamplerProcess:
@@ -172,7 +173,7 @@ class SamplerProcess:
 
     def _set_peaks(self, d: dict[str, Any]) -> None:
         self.peaks = RunPeaks(d.get("peak_rss") or 0.0, d.get("peak_pss"), int(d.get("peak_procs") or 0),
-                              float(d.get("secs_above") or 0.0), int(d.get("samples") or 0))
+                              float(d.get("secs_above") or 0.0), int(d.get("samples") or 0), d.get("cpu_s"))
 
     @property
     def last(self) -> Sample | None:

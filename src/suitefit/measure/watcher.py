@@ -335,9 +335,12 @@ class Watcher:
                     h.set_worker_memory(self.run_id, w.name, w.baseline_mb, w.peak_mb or None)
 
     def summary(self) -> dict[str, Any]:
+        import resource
+
+        ru = resource.getrusage(resource.RUSAGE_SELF)  # what measuring cost, outside the tests
         return {"summary": True, "peak_rss": self.peak_rss, "peak_pss": self.peak_pss,
                 "peak_procs": self.peak_procs, "secs_above": self.secs_above, "samples": self.count,
-                "proc": self.proc}
+                "proc": self.proc, "cpu_s": round(ru.ru_utime + ru.ru_stime, 3)}
 
     def run(self, stdin_fd: int) -> None:
         next_t = timing.monotonic()
