@@ -246,7 +246,7 @@ class WorkerRecorder:
         if self.exact_hwm:
             proctree.reset_hwm()
         self_mb = proctree.rss_mb(self.pid) or -1.0  # 0: /proc is not readable
-        kids = proctree.tree(self.pid)[1:]
+        kids = list(proctree.tree_parents(self.pid, skip=self.exclude_pids))[1:]  # not the sampler
         children_mb = proctree.sum_rss_mb(kids) if kids else 0.0
         t0 = timing.monotonic()
         self._seg = _Segment(path, now, t0, timing.cpu_seconds())
