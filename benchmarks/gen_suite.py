@@ -7,7 +7,7 @@ a pool of helper processes (paid once per worker that uses it), memory-hog files
 order-dependent provider/consumer pair. ``manifest.json`` records the truth, so
 measurements can be checked against it.
 
-    python benchmarks/gen_suite.py OUT --shape example|pool-heavy|hog-heavy|many-small
+    python benchmarks/gen_suite.py OUT --shape example|pool-heavy|hog-heavy|many-small|fifty-k
 """
 
 from __future__ import annotations
@@ -33,7 +33,8 @@ class Shape:
     hogs_mb: list[int] = field(default_factory=lambda: [300, 500])  # one file per entry
     files: int = 12  # ordinary files
     tests_per_file: int = 8
-    test_ms: int = 30  # CPU per ordinary test
+    test_ms: float = 30  # CPU per ordinary test
+    fine_ms: bool = False  # spread test_ms in fractions of a millisecond (sub-millisecond tests)
     pair: bool = True  # order-dependent provider/consumer pair
     declare_pair_group: bool = True  # declare the pair as a group in [tool.suitefit]
     long_file_share: float = 0.0  # one more file holding this share of the ordinary work
@@ -61,6 +62,12 @@ SHAPES: dict[str, Shape] = {
     # Many small files behind a heavy import (the second report's guard modules).
     "many-small": Shape(import_s=1.5, import_mb=60, pool_procs=0, pool_files=0, hogs_mb=[],
                         files=60, tests_per_file=3, test_ms=25, pair=False),
+    # The measuring-overhead issue's scale: ~50,000 fast tests in 300 files (0.25-1 ms of CPU
+    # each, 1-2 ms with pytest's own per-test work), four behind a process pool, one hog: the
+    # per-test and per-file costs of measuring dominate, as on the 47,000-test suite it came from.
+    "fifty-k": Shape(import_s=0.5, import_mb=40, pool_procs=2, pool_mb=20, pool_setup_s=0.3,
+                     pool_files=4, pool_tests=50, pool_test_ms=1, hogs_mb=[200], files=300,
+                     tests_per_file=166, test_ms=0.5, fine_ms=True, pair=False),
 }
 
 CONFTEST = '''\
@@ -200,7 +207,7 @@ def generate(out: Path, shape: Shape, name: str = "suite") -> dict[str, object]:
     for i in range(shape.files):
         # vary the work so files differ in cost, deterministically
         n = shape.tests_per_file + (i % 3) - 1 if shape.tests_per_file > 1 else 1
-        ms = shape.test_ms * (1 + (i % 4)) // 2 or 1
+        ms = round(shape.test_ms * (1 + (i % 4)) / 2, 3) if shape.fine_ms else int(shape.test_ms * (1 + (i % 4)) // 2 or 1)
         p = tests / f"test_compute_{i:03d}.py"
         p.write_text(ORDINARY.format(n=n, ms=ms))
         files[f"tests/{p.name}"] = {"kind": "ordinary", "tests": n, "cpu_ms": n * ms}

@@ -1,8 +1,7 @@
-"""proctree and sampler against real processes: trees with grandchildren, known memory, VmHWM resets."""
+"""proctree and one-off samples against real processes: trees with grandchildren, known memory, VmHWM resets."""
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 import subprocess
@@ -14,7 +13,7 @@ from collections.abc import Iterator
 import pytest
 
 from suitefit.measure import proctree
-from suitefit.measure.sampler import Sample, TreeSampler, take
+from suitefit.measure.sampler import take
 
 HOLD = "b = bytearray({mb} * 2**20); b[::4096] = b'x' * len(b[::4096])"
 
@@ -63,6 +62,11 @@ def test_tree_finds_children_and_grandchildren(tree: Tree) -> None:
     assert mine[0] == os.getpid()
     assert tree.child in mine and tree.grandchild in mine
     assert mine.index(tree.child) < mine.index(tree.grandchild)  # breadth first, root first
+    parents = proctree.tree_parents(os.getpid())
+    assert parents[os.getpid()] == 0 and parents[tree.child] == os.getpid()
+    assert parents[tree.grandchild] == tree.child
+    pruned = proctree.tree_parents(os.getpid(), skip=(tree.child,))
+    assert tree.child not in pruned and tree.grandchild not in pruned  # a skipped process takes its subtree
 
 
 def test_gone_process_reads_as_empty() -> None:
@@ -122,102 +126,6 @@ def test_take_sums_the_tree(tree: Tree) -> None:
     assert 100 <= s.rss_mb < 100 + 60
     assert s.pss_mb is not None and s.pss_mb <= s.rss_mb + 1
     assert take(tree.child).pss_mb is None
-
-
-def test_sampler_calls_back_every_interval_and_stops(tree: Tree) -> None:
-    got: list[Sample] = []
-    others: list[Sample] = []
-
-    def broken(s: Sample) -> None:
-        raise RuntimeError("a consumer bug must not stop sampling")
-
-    sampler = TreeSampler(tree.child, interval=0.05, pss_every=4, pss_budget=1.0)
-    sampler.subscribe(broken)
-    sampler.subscribe(got.append)
-    sampler.subscribe(others.append)
-    sampler.start()
-    time.sleep(0.6)
-    sampler.stop()
-    n = len(got)
-    assert 6 <= n <= 20  # about 12 at 0.05 s; generous on a loaded machine
-    assert len(others) == n and sampler.count == n
-    assert all(s.procs == 2 and 100 <= s.rss_mb < 160 for s in got)
-    assert [s.pss_mb is not None for s in got[:5]] == [True, False, False, False, True]
-    assert all(b.t > a.t for a, b in itertools.pairwise(got))
-    assert sampler.last is got[-1]
-    assert not sampler._thread.is_alive()
-    time.sleep(0.2)
-    assert len(got) == n  # nothing after stop
-
-
-def test_sampler_sees_a_process_start_and_end() -> None:
-    """Memory that appears and goes during sampling shows in the peak, then leaves."""
-    code = "import sys, time; " + HOLD.format(mb=80) + "; time.sleep(0.5)"
-    parent = subprocess.Popen([sys.executable, "-c",
-                               f"import subprocess, sys, time; time.sleep(0.3); subprocess.run([sys.executable, '-c', {code!r}]); time.sleep(0.3)"])
-    got: list[Sample] = []
-    sampler = TreeSampler(parent.pid, interval=0.05, pss_every=0)
-    sampler.subscribe(got.append)
-    sampler.start()
-    parent.wait(timeout=30)
-    sampler.stop()
-    peak = max(s.rss_mb for s in got)
-    assert max(s.procs for s in got) == 2
-    assert peak >= 80 + got[0].rss_mb * 0.5
-    tail = [s for s in got if s.procs == 1][-1]
-    assert tail.rss_mb < peak - 70  # the child's memory left with it
-    assert all(s.pss_mb is None for s in got)
-
-
-def test_sample_now_does_not_need_the_thread(tree: Tree) -> None:
-    sampler = TreeSampler(tree.child, interval=10)
-    s = sampler.sample_now()
-    assert sampler.last is s and s.procs == 2 and sampler.count == 0
-    sampler.stop()  # never started: stop is harmless
-
-
-def test_pss_rate_follows_its_cost_budget() -> None:
-    sampler = TreeSampler(1, pss_every=2, pss_budget=0.01)
-    due = []
-    t = 100.0
-    for _ in range(8):
-        d = sampler._pss_due(t)
-        due.append(d)
-        sampler._sampled(d, t, 0.02 if d else 0.001)  # a 20 ms PSS read: none for the next 2 s
-        t += 0.5
-    assert due == [True, False, False, False, True, False, False, False]
-    free = TreeSampler(1, pss_every=2, pss_budget=0)
-    due = []
-    for _ in range(5):
-        d = free._pss_due(t)
-        due.append(d)
-        free._sampled(d, t, 0.02 if d else 0.001)
-    assert due == [True, False, True, False, True]  # no budget: every pss_every-th sample
-
-
-def test_expensive_pss_reads_are_spaced_out() -> None:
-    """A big process makes smaps_rollup slow; under a 1% budget most samples skip PSS."""
-    p = subprocess.Popen([sys.executable, "-c", HOLD.format(mb=300) + "; print('ok', flush=True); import time; time.sleep(30)"],
-                         stdout=subprocess.PIPE)
-    try:
-        assert p.stdout is not None
-        p.stdout.readline()
-        counts = {}
-        for budget in (0.0, 0.01):
-            got: list[Sample] = []
-            sampler = TreeSampler(p.pid, interval=0.02, pss_every=1, pss_budget=budget)
-            sampler.subscribe(got.append)
-            sampler.start()
-            time.sleep(0.6)
-            sampler.stop()
-            counts[budget] = (sum(s.pss_mb is not None for s in got), len(got))
-    finally:
-        p.kill()
-        p.wait()
-    with_pss, n = counts[0.0]
-    assert with_pss == n >= 5  # unbudgeted: every sample
-    with_pss, n = counts[0.01]
-    assert with_pss >= 1 and with_pss < n / 2
 
 
 def test_age_of_a_process_to_the_tenth_of_a_second() -> None:

@@ -1,7 +1,7 @@
 """The history: one SQLite file (WAL) of runs and everything measured in them.
 
-Every process of a run (the controller and each xdist worker) opens its own
-connection and writes its own rows; primary keys make a repeated write replace,
+Every process of a run (the controller, each xdist worker and the run's sampler
+process) opens its own connection and writes its own rows; primary keys make a repeated write replace,
 never duplicate. Schema changes bump ``SCHEMA_VERSION`` and add a migration.
 """
 
@@ -497,6 +497,14 @@ class History:
 
     def upsert_worker(self, row: WorkerRecord) -> None:
         self._insert("workers", [row])
+
+    def set_worker_memory(self, run_id: int, worker: str, baseline_mb: float | None,
+                          peak_mb: float | None) -> None:
+        """The sampler process's part of a worker row (the worker writes the rest first)."""
+        with self._tx() as db:
+            db.execute("UPDATE workers SET baseline_mb = COALESCE(?, baseline_mb),"
+                       " peak_rss_mb = NULLIF(MAX(COALESCE(peak_rss_mb, 0), COALESCE(?, 0)), 0)"
+                       " WHERE run_id = ? AND worker = ?", (baseline_mb, peak_mb, run_id, worker))
 
     def add_fixtures(self, rows: Sequence[FixtureRecord]) -> None:
         self._insert("fixtures", rows)

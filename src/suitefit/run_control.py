@@ -19,7 +19,7 @@ from suitefit import timing
 from suitefit.history import History, WorkerRecord
 from suitefit.measure import proctree, reaper
 from suitefit.measure.journal import Heartbeat, Journal
-from suitefit.measure.sampler import Sample, TreeSampler
+from suitefit.measure.sampler import Sample, SamplerProcess
 from suitefit.model import Plan
 from suitefit.streams import original_stderr
 from suitefit.threads import pin_threads
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
 class RunControl:
     def __init__(self, config: pytest.Config, plan: Plan, history: History, run_id: int,
-                 sampler: TreeSampler, leftovers: reaper.SessionReaper, say: Callable[[str], None]) -> None:
+                 sampler: SamplerProcess, leftovers: reaper.SessionReaper, say: Callable[[str], None]) -> None:
         self.config = config
         self.plan = plan
         self.history = history

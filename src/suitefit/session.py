@@ -18,8 +18,9 @@ import pytest
 from suitefit import timing
 from suitefit.errors import SuitefitError
 from suitefit.history import History, TestRecord, WorkerRecord
-from suitefit.measure.recorder import RunRecorder, WorkerRecorder
-from suitefit.measure.sampler import TreeSampler
+from suitefit.measure.channel import Sender
+from suitefit.measure.recorder import WorkerRecorder
+from suitefit.measure.sampler import SamplerProcess
 from suitefit.units import fmt_mb, fmt_s, parse_size_mb
 
 RUN_KEY = pytest.StashKey["RunSide"]()
@@ -48,7 +49,7 @@ def _versions() -> dict[str, str | None]:
 
 
 class RunSide:
-    """The controller's part: owns the run row and the whole-tree sampler."""
+    """The controller's part: owns the run row and the run's sampler process."""
 
     def __init__(self, config: pytest.Config, history: History, run_id: int, started: float,
                  threshold_mb: float | None, distributed: bool, grace_s: float) -> None:
@@ -62,8 +63,12 @@ class RunSide:
         self.distributed = distributed
         self.cpu0 = timing.cpu_seconds()
         self.t0 = timing.perf_counter()
-        self.sampler = TreeSampler(os.getpid(), interval=config.getoption("suitefit_interval"))
-        self.recorder = RunRecorder(history.path.as_posix(), run_id, self.sampler, threshold_mb, started)
+        # Under xdist the controller runs no tests, so samples may stream back to callbacks
+        # on a thread here; without xdist this process runs the tests and gets no thread.
+        self.sampler = SamplerProcess(os.getpid(), history=history.path.as_posix(), run_id=run_id,
+                                      started_wall=started, threshold_mb=threshold_mb,
+                                      interval=config.getoption("suitefit_interval"), stream=distributed)
+        self._progress_at = 0.0
         self.finished = False
         self.local_worker: WorkerRecorder | None = None  # without xdist this process runs the tests
         self.control: Any = None  # RunControl, when running under a plan
@@ -74,6 +79,7 @@ class RunSide:
         self._pytest_file: tuple[Any, Any] | None = None  # pytest's terminal writer and its own file
         self._mid_line_seen = ""  # pytest's unfinished line when a line of ours last ended it
         self.done = 0
+        self.exact_hwm = True
         self.sampler.subscribe(self._progress_tick)
         self.out = original_stderr(config)
         self.worker_pids: dict[str, int] = {}
@@ -160,12 +166,22 @@ class RunSide:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when in ("teardown", "???"):
             self.done += 1
+            if not self.distributed and self.progress is not None:
+                # No sampler callbacks in a process that runs tests: the progress line is
+                # fed here, on the test's thread, from the sampler's shared page, at most 10 a second.
+                now = timing.monotonic()
+                if now - self._progress_at >= 0.1:
+                    self._progress_at = now
+                    last = self.sampler.last
+                    self.progress.update(self.done, last.rss_mb if last is not None else float("nan"))
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
         node.workerinput["suitefit_run_id"] = self.run_id
         node.workerinput["suitefit_history"] = self.history.path.as_posix()
         node.workerinput["suitefit_grace"] = self.leftovers.grace_s
+        node.workerinput["suitefit_channel"] = self.sampler.channel_path
+        node.workerinput["suitefit_exact_hwm"] = self.exact_hwm
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodeready(self, node: Any) -> None:
@@ -212,11 +228,13 @@ class RunSide:
         self.exitstatus = exitstatus
         if self.local_worker is not None:
             self.local_worker.finish()
+        # Stop the sampler process before anything reaps leftovers: it is our child too.
+        peaks = self.sampler.stop()
         if self.control is not None:
             self.control.finish()
         self.leftovers.finish(workers=self.worker_pids.values())
-        self.recorder.stop()
         if self.progress is not None:
+            self.progress.update(self.done, float("nan"))  # the count the rate limit held back
             self.progress.freeze()  # its final line comes after pytest's output (close_progress)
         wall = timing.perf_counter() - self.t0
         cpu = timing.cpu_seconds() - self.cpu0
@@ -227,7 +245,7 @@ class RunSide:
         n_workers, worker_peak = h.execute(
             "SELECT COUNT(*), MAX(peak_rss_mb) FROM workers WHERE run_id = ?", [self.run_id])[0]
         # A spike shorter than the sampling interval is still in a worker's exact (VmHWM) peak.
-        peak = max(self.recorder.peak_rss, worker_peak or 0.0)
+        peak = max(peaks.peak_rss_mb, worker_peak or 0.0)
         status = {0: "passed", 1: "failed", 2: "interrupted", 3: "internal-error", 4: "usage-error",
                   5: "no-tests"}.get(exitstatus, "error")
         tr = self.config.pluginmanager.get_plugin("terminalreporter")
@@ -250,10 +268,11 @@ class RunSide:
             skipped=counts.get("skipped", 0),
             errors=counts.get("error", 0) + collect_errors,
             peak_rss_mb=peak or None,
-            peak_pss_mb=self.recorder.peak_pss,
-            peak_procs=self.recorder.peak_procs or None,
-            secs_above=self.recorder.secs_above,
+            peak_pss_mb=peaks.peak_pss_mb,
+            peak_procs=peaks.peak_procs or None,
+            secs_above=peaks.secs_above,
         )
+        h.merge_run_meta(self.run_id, sampler_cpu_s=peaks.cpu_s, samples=peaks.samples)
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         write_summary(terminalreporter, self.history, self.run_id)
@@ -358,17 +377,46 @@ def _configure_controller(config: pytest.Config) -> None:
                                 config.getoption("suitefit_shard_spec"), config.getoption("suitefit_shard_result"),
                                 explain_max=int(config.getoption("suitefit_explain")),
                                 explain_s=float(config.getoption("suitefit_explain_s")))
+    proc_ok, side.exact_hwm = _check_proc(config)
+    side.sampler.measure_memory = proc_ok
     if not distributed:
-        wr = WorkerRecorder(history, run_id, MAIN_WORKER, side.sampler, reap_grace_s=grace)
+        if side.control is not None:  # no thread here: the sampler process keeps journal and heartbeat
+            side.sampler.keep_journal(str(side.control.journal.path), side.control.budget_mb)
+        side.sampler.start(_log_stream(config))
+        wr = WorkerRecorder(history, run_id, MAIN_WORKER, Sender(side.sampler.channel_path),
+                            reap_grace_s=grace, announce_tests=side.control is not None,
+                            exclude_pids=(side.sampler.pid,) if side.sampler.pid else (),
+                            exact_hwm=side.exact_hwm)
         config.stash[WORKER_KEY] = wr
         config.pluginmanager.register(wr, "suitefit-worker")
         side.local_worker = wr
         _register_shard_filter(config, path, run_id)
         if side.control is not None:
-            journal = side.control.journal
-            wr.on_test_start.append(lambda nodeid, since, mb: journal.start(MAIN_WORKER, nodeid, since, mb))
             _attach_release(config, MAIN_WORKER, history, run_id)
-    side.sampler.start()
+    else:
+        side.sampler.start(_log_stream(config))
+
+
+def _log_stream(config: pytest.Config) -> Any:
+    from suitefit.streams import original_stderr
+
+    return original_stderr(config)
+
+
+def _check_proc(config: pytest.Config) -> tuple[bool, bool]:
+    """Say in one line what cannot be measured here: (memory readable, exact per-file VmHWM)."""
+    from suitefit.measure import proctree
+
+    say = _log_stream(config)
+    if os.environ.get("SUITEFIT_NO_PROC") or not proctree.proc_readable():
+        say.write("suitefit: warning: /proc is not readable here: memory is not measured "
+                  "(times, outcomes and fixtures are)\n")
+        return False, False
+    if os.environ.get("SUITEFIT_NO_CLEAR_REFS") or not proctree.reset_hwm():
+        say.write("suitefit: warning: /proc/self/clear_refs is refused here: per-file peaks are "
+                  "sampled every interval, not exact\n")
+        return True, False
+    return True, True
 
 
 class ShardFilter:
@@ -417,16 +465,16 @@ def _configure_worker(config: pytest.Config, workerinput: dict[str, Any]) -> Non
     if run_id is None:
         return
     history = History(workerinput["suitefit_history"])
-    sampler = TreeSampler(os.getpid(), interval=config.getoption("suitefit_interval"), pss_every=0)
     grace = workerinput.get("suitefit_grace")
-    wr = WorkerRecorder(history, int(run_id), str(workerinput["workerid"]), sampler,
-                        reap_grace_s=float(grace) if grace is not None else None)
+    wr = WorkerRecorder(history, int(run_id), str(workerinput["workerid"]),
+                        Sender(workerinput.get("suitefit_channel")),
+                        reap_grace_s=float(grace) if grace is not None else None,
+                        exact_hwm=bool(workerinput.get("suitefit_exact_hwm", True)))
     config.stash[WORKER_KEY] = wr
     config.pluginmanager.register(wr, "suitefit-worker")
     _register_shard_filter(config, workerinput["suitefit_history"], int(run_id))
     if config.getoption("suitefit_plan"):  # xdist hands workers the controller's options
         _attach_release(config, str(workerinput["workerid"]), history, int(run_id))
-    sampler.start()
 
 
 def _attach_release(config: pytest.Config, worker: str, history: History, run_id: int) -> None:
@@ -481,9 +529,6 @@ def _default_threshold(config: pytest.Config) -> float | None:
 
 
 def unconfigure(config: pytest.Config) -> None:
-    wr = config.stash.get(WORKER_KEY, None)
-    if wr is not None:
-        wr.sampler.stop()
     side = config.stash.get(RUN_KEY, None)
     if side is not None and not side.finished:  # e.g. a usage error before the session ran
         side.finish(4)

@@ -11,8 +11,6 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 
-import psutil
-
 PAGE_MB = os.sysconf("SC_PAGE_SIZE") / (1024 * 1024)
 _HAS_CHILDREN_FILE = os.path.exists(f"/proc/{os.getpid()}/task/{os.getpid()}/children")
 
@@ -20,6 +18,8 @@ _HAS_CHILDREN_FILE = os.path.exists(f"/proc/{os.getpid()}/task/{os.getpid()}/chi
 def children(pid: int) -> list[int]:
     """Direct children of ``pid`` (all its threads'), [] if it is gone."""
     if not _HAS_CHILDREN_FILE:
+        import psutil  # here, not at the top: the sampler process starts faster without it
+
         try:
             return [p.pid for p in psutil.Process(pid).children()]
         except psutil.Error:
@@ -49,6 +49,30 @@ def tree(root: int) -> list[int]:
                 seen.append(c)
         i += 1
     return seen
+
+
+def tree_parents(root: int, skip: Iterable[int] = ()) -> dict[int, int]:
+    """``root`` and its descendants mapped to their parent (root maps to 0), root first.
+
+    ``skip`` prunes a process and everything under it (the sampler process leaves itself out).
+    """
+    skipped = set(skip)
+    out = {root: 0}
+    order = [root]
+    i = 0
+    while i < len(order):
+        parent = order[i]
+        for c in children(parent):
+            if c not in out and c not in skipped:
+                out[c] = parent
+                order.append(c)
+        i += 1
+    return out
+
+
+def proc_readable() -> bool:
+    """Whether this system has a Linux-style /proc to read process memory from."""
+    return os.path.exists(f"/proc/{os.getpid()}/statm")
 
 
 def rss_mb(pid: int) -> float:
@@ -99,6 +123,8 @@ def reset_hwm() -> bool:
 
 
 def cmdline(pid: int) -> str:
+    import psutil
+
     try:
         return " ".join(psutil.Process(pid).cmdline()) or psutil.Process(pid).name()
     except psutil.Error:
@@ -130,6 +156,8 @@ def is_running(pid: int, started: float | None) -> bool:
 
 
 def create_time(pid: int | None = None) -> float | None:
+    import psutil
+
     try:
         return psutil.Process(pid or os.getpid()).create_time()
     except psutil.Error:

@@ -1,9 +1,12 @@
-"""Turns pytest events into history rows: one recorder per worker, one per run.
+"""Turns pytest events in a process that runs tests into history rows and sampler messages.
 
-``WorkerRecorder`` lives in every process that runs tests (each xdist worker, or
-the only process without xdist): tests, per-file peaks, fixtures, the worker row.
-``RunRecorder`` lives in the process that started the session: the run row and
-the whole-tree timeline. Without xdist one process holds both.
+``WorkerRecorder`` lives in every process that runs tests (each xdist worker, or the
+only process without xdist). It does only what cannot be done from outside, on the
+test's own thread, in hooks pytest calls anyway: per-test timing and outcome
+(buffered, written in batches by size or time), the VmHWM reset and read at each
+file's start and end, fixture set-up cost, and one line to the sampler process per
+file (``channel.py``). Memory over time, per-file peaks of the worker's whole tree and
+the ``files`` rows are the sampler process's (``watcher.py``).
 """
 
 from __future__ import annotations
@@ -17,15 +20,13 @@ import pytest
 
 from suitefit import timing
 from suitefit.history import (
-    FileRecord,
     FixtureRecord,
     History,
-    SampleRecord,
     TestRecord,
     WorkerRecord,
 )
 from suitefit.measure import proctree
-from suitefit.measure.sampler import Sample, TreeSampler
+from suitefit.measure.channel import Sender
 
 TRACKED_SCOPES = ("session", "package", "module", "class")
 
@@ -53,11 +54,9 @@ class _Segment:
     """A stretch of consecutive tests from one file on this worker."""
 
     path: str
-    started: float
+    started: float  # epoch
+    t0: float  # monotonic
     cpu0: float
-    baseline_mb: float
-    peak_mb: float
-    children_mb: float  # RSS of the worker's descendants when the file started
     tests: int = 0
 
 
@@ -93,40 +92,35 @@ class WorkerRecorder:
     history: History
     run_id: int
     worker: str
-    sampler: TreeSampler
-    flush_every: int = 200
+    channel: Sender
+    flush_tests: int = 2000  # buffered test rows written when this many wait ...
+    flush_s: float = 2.0  # ... or when the oldest has waited this long
     pid: int = field(default_factory=os.getpid)
     reap_grace_s: float | None = None  # when set: name and end processes left behind at the end
+    announce_tests: bool = False  # tell the sampler process each test (it keeps the journal)
+    exclude_pids: tuple[int, ...] = ()  # never leftovers: the sampler process, when it is our child
+    exact_hwm: bool = True  # False where /proc/self/clear_refs refuses: no per-file VmHWM
 
     def __post_init__(self) -> None:
         self._seq = 0
         self._seg: _Segment | None = None
         self._tests: list[TestRecord] = []
-        self._file_rows: dict[str, FileRecord] = {}
-        self._dirty: set[str] = set()
+        self._windows: list[tuple[str, float, float]] = []  # (nodeid, start, end) for the reaper
         self._phases: dict[str, _Phases] = {}
         self._fixtures: dict[tuple[str, str], _FixtureState] = {}
         self._first_test: float | None = None
-        self._baseline_mb: float | None = None
-        self._peak_mb = 0.0
         self._current: str | None = None
         self._current_since = 0.0
         self._finished = False
         self._fixture_now: str | None = None
         self._autouse: set[str] = set()  # fixtures some test gets as autouse
+        self._last_flush = timing.monotonic()
         self.started_by: dict[int, str] = {}  # pid -> the test or fixture that started it
+        self._kids_raw = b""
+        self._known: set[int] = set()
         self.leftovers: list[Any] = []
-        self.on_test_start: list[Any] = []  # callables(nodeid, wall, tree_mb): the journal
-        self.sampler.subscribe(self._on_sample)
         self._started = proctree.create_time(self.pid)
-
-    # -- sampling -----------------------------------------------------------------------
-
-    def _on_sample(self, s: Sample) -> None:
-        self._peak_mb = max(self._peak_mb, s.rss_mb)
-        seg = self._seg
-        if seg is not None and s.rss_mb > seg.peak_mb:
-            seg.peak_mb = s.rss_mb
+        self.channel.send("H", self.worker, self.pid)
 
     @property
     def current(self) -> tuple[str | None, float]:
@@ -155,20 +149,16 @@ class WorkerRecorder:
         if self._seg is None or self._seg.path != path:
             self._close_segment()
             self._open_segment(path, now)
-        assert self._seg is not None
+        seg = self._seg
+        assert seg is not None
         self._current, self._current_since = item.nodeid, now
-        for cb in self.on_test_start:
-            cb(item.nodeid, now, self.sampler.last.rss_mb if self.sampler.last else None)
+        if self.announce_tests:
+            self.channel.send("T", self.worker, now, item.nodeid)
         cpu0 = timing.cpu_seconds()
         t0 = timing.perf_counter()
-        before = set(proctree.tree(self.pid)) if self.reap_grace_s is not None else None
         try:
             return (yield)
         finally:
-            if before is not None:
-                for p in proctree.tree(self.pid):
-                    if p not in before:
-                        self.started_by.setdefault(p, item.nodeid)
             wall = timing.perf_counter() - t0
             cpu = timing.cpu_seconds() - cpu0
             ph = self._phases.pop(item.nodeid, _Phases())
@@ -176,13 +166,35 @@ class WorkerRecorder:
                 TestRecord(self.run_id, item.nodeid, path, self.worker, self._seq, now,
                            ph.setup_s, ph.call_s, ph.teardown_s, wall, cpu, ph.outcome)
             )
+            if self.reap_grace_s is not None:
+                self._windows.append((item.nodeid, now, now + wall))
+                self._note_new_children(item.nodeid)
             self._seq += 1
-            self._seg.tests += 1
+            seg.tests += 1
             self._current = None
             if nextitem is None or file_of(nextitem.nodeid) != path:
                 self._close_segment()
-            elif len(self._tests) >= self.flush_every:
+            if len(self._tests) >= self.flush_tests or timing.monotonic() - self._last_flush >= self.flush_s:
                 self.flush()
+
+    def _note_new_children(self, nodeid: str) -> None:
+        """Name the processes a test started and left running (only when leftovers are reaped).
+
+        One read of this thread's ``children`` file per test (a few µs); the whole tree is
+        walked only when that changed, so a test that starts nothing pays almost nothing.
+        """
+        try:
+            with open(f"/proc/{self.pid}/task/{self.pid}/children", "rb") as f:
+                raw = f.read()
+        except OSError:
+            return
+        if raw == self._kids_raw:
+            return
+        self._kids_raw = raw
+        for p in proctree.tree(self.pid)[1:]:
+            if p not in self._known and p not in self.exclude_pids:
+                self._known.add(p)
+                self.started_by.setdefault(p, nodeid)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         ph = self._phases.setdefault(report.nodeid, _Phases())
@@ -194,18 +206,20 @@ class WorkerRecorder:
         scope = fixturedef.scope
         if scope not in TRACKED_SCOPES:
             return (yield)
+        # Read here, on the test's thread, once per broad-scoped set-up (rare): which
+        # processes a fixture started must be exact, and from outside a 0.1 s sampler
+        # could not tell them from those a test started a moment before or after.
         before = set(proctree.tree(self.pid))
         self_before = proctree.rss_mb(self.pid)
-        self._fixture_now = fixturedef.argname
         t0 = timing.perf_counter()
         try:
             return (yield)
         finally:
             setup_s = timing.perf_counter() - t0
-            self._fixture_now = None
-            new = [p for p in proctree.tree(self.pid) if p not in before]
+            new = [p for p in proctree.tree(self.pid) if p not in before and p not in self.exclude_pids]
             for p in new:
                 self.started_by.setdefault(p, f"fixture {fixturedef.argname}")
+                self._known.add(p)
             procs = [p for p in new if proctree.rss_mb(p) > 0]
             mb = proctree.sum_rss_mb(procs) + max(0.0, proctree.rss_mb(self.pid) - self_before)
             key = (fixturedef.argname, str(fixturedef.baseid))
@@ -238,66 +252,49 @@ class WorkerRecorder:
     # -- segments and flushing ------------------------------------------------------------
 
     def _open_segment(self, path: str, now: float) -> None:
-        s = self.sampler.sample_now()
         if self._first_test is None:
             self._first_test = now
-            self._baseline_mb = s.rss_mb
-        proctree.reset_hwm()
-        self._seg = _Segment(path, now, timing.cpu_seconds(), s.rss_mb, s.rss_mb, s.rss_mb - s.root_mb)
+            if self.reap_grace_s is not None:  # what runs before the first test is no test's
+                self._known.update(proctree.tree(self.pid)[1:])
+        # The exact peak of this process comes from its VmHWM, reset here; its RSS right
+        # after the reset is where the file starts. Its children's RSS is read here too, once
+        # per file: a sample from outside is up to an interval old, and a pool a fixture
+        # started a moment ago would otherwise count as this file's memory.
+        if self.exact_hwm:
+            proctree.reset_hwm()
+        self_mb = proctree.rss_mb(self.pid) or -1.0  # 0: /proc is not readable
+        kids = list(proctree.tree_parents(self.pid, skip=self.exclude_pids))[1:]  # not the sampler
+        children_mb = proctree.sum_rss_mb(kids) if kids else 0.0
+        t0 = timing.monotonic()
+        self._seg = _Segment(path, now, t0, timing.cpu_seconds())
+        self.channel.send("B", self.worker, t0, now, self_mb, children_mb, path)
 
     def _close_segment(self) -> None:
         seg = self._seg
         if seg is None:
             return
         self._seg = None
-        end = self.sampler.sample_now()
-        hwm = proctree.hwm_mb()
-        peak = max(seg.peak_mb, end.rss_mb)
-        if hwm is not None:
-            # This process's exact peak plus the children that were there when the file
-            # started (a session pool); children the file started itself are in the samples.
-            # Not the children at the end: the last file's teardown may have stopped them.
-            peak = max(peak, hwm + seg.children_mb)
-        self._peak_mb = max(self._peak_mb, peak)
-        now = timing.wall()
-        self._add_file_row(
-            FileRecord(self.run_id, seg.path, self.worker, seg.started, now, now - seg.started,
-                       timing.cpu_seconds() - seg.cpu0, seg.tests, seg.baseline_mb,
-                       max(0.0, peak - seg.baseline_mb), peak)
-        )
-        self.flush()
-
-    def _add_file_row(self, r: FileRecord) -> None:
-        """A file run in several stretches on one worker stays one row (summed time, max peak)."""
-        m = self._file_rows.get(r.path)
-        if m is None:
-            self._file_rows[r.path] = r
-        else:
-            m.started = min(m.started, r.started)
-            m.finished = max(m.finished, r.finished)
-            m.wall_s += r.wall_s
-            m.cpu_s += r.cpu_s
-            m.tests += r.tests
-            if r.peak_mb > m.peak_mb:
-                m.peak_mb, m.baseline_mb, m.peak_abs_mb = r.peak_mb, r.baseline_mb, r.peak_abs_mb
-        self._dirty.add(r.path)
+        hwm = proctree.hwm_mb() if self.exact_hwm else None
+        self.channel.send("E", self.worker, timing.monotonic(), timing.wall(),
+                          -1.0 if hwm is None else hwm, timing.cpu_seconds() - seg.cpu0, seg.tests)
 
     def flush(self) -> None:
+        self._last_flush = timing.monotonic()
         if self._tests:
-            self.history.add_tests(self._tests)
-            self._tests = []
-        if self._dirty:
-            self.history.add_files([self._file_rows[p] for p in sorted(self._dirty)])
-            self._dirty.clear()
+            rows, self._tests = self._tests, []
+            self.history.add_tests(rows)
 
     def reap_leftovers(self, grace_s: float) -> None:
         """Name the processes this worker's tests left running, then end them after ``grace_s``."""
         from suitefit.measure import reaper
 
-        pids = reaper.leftovers_under(self.pid)
+        pids = reaper.leftovers_under(self.pid, exclude=self.exclude_pids)
         if not pids:
             return
         found = reaper.describe(pids, self.started_by)
+        found = [x if x.started_by != "unknown" else
+                 reaper.Leftover(x.pid, x.cmdline, x.created, reaper.attribute_by_time(_created(x), self._windows))
+                 for x in found]
         fate = reaper.reap([x.pid for x in found], grace_s)
         for x in found:
             self.leftovers.append(x)
@@ -320,59 +317,16 @@ class WorkerRecorder:
         startup = None
         if self._first_test is not None and self._started is not None:
             startup = self._first_test - self._started
+        # baseline and peak memory are the sampler process's; it adds them after "D"
         self.history.upsert_worker(
             WorkerRecord(self.run_id, self.worker, self.pid, self._started, self._first_test,
-                         startup, self._baseline_mb, self._peak_mb or None, self._seq)
+                         startup, None, None, self._seq)
         )
+        self.channel.send("D", self.worker)
+        self.channel.close()
 
 
-@dataclass(eq=False)
-class RunRecorder:
-    """Owns the run row and the whole-tree timeline; flushes samples from the sampler thread."""
-
-    history_path: str
-    run_id: int
-    sampler: TreeSampler
-    threshold_mb: float | None
-    started_wall: float
-    flush_interval: float = 2.0
-
-    def __post_init__(self) -> None:
-        self._buf: list[SampleRecord] = []
-        self._last_flush = timing.monotonic()
-        self._writer: History | None = None
-        self.peak_rss = 0.0
-        self.peak_pss: float | None = None
-        self.peak_procs = 0
-        self.secs_above = 0.0
-        self._prev_t: float | None = None
-        self.sampler.subscribe(self._on_sample)
-
-    def _on_sample(self, s: Sample) -> None:
-        t = s.wall - self.started_wall
-        self._buf.append(SampleRecord(self.run_id, round(t, 4), s.rss_mb, s.pss_mb, s.procs))
-        self.peak_rss = max(self.peak_rss, s.rss_mb)
-        self.peak_procs = max(self.peak_procs, s.procs)
-        if s.pss_mb is not None:
-            self.peak_pss = max(self.peak_pss or 0.0, s.pss_mb)
-        if self._prev_t is not None and self.threshold_mb and s.rss_mb > self.threshold_mb:
-            self.secs_above += s.t - self._prev_t
-        self._prev_t = s.t
-        if s.t - self._last_flush >= self.flush_interval:
-            self._flush()
-
-    def _flush(self) -> None:
-        if not self._buf:
-            return
-        if self._writer is None:  # the sampler thread's own connection
-            self._writer = History(self.history_path)
-        rows, self._buf = self._buf, []
-        self._writer.add_samples(rows)
-        self._last_flush = timing.monotonic()
-
-    def stop(self) -> None:
-        self.sampler.stop()
-        self._flush()
-        if self._writer is not None:
-            self._writer.close()
-            self._writer = None
+def _created(x: Any) -> float:
+    """When a process started, to 10 ms (psutil's create_time can be a second off)."""
+    age = proctree.age_s(x.pid)
+    return timing.wall() - age if age is not None else float(x.created)

@@ -1,17 +1,35 @@
-"""A thread that samples a process tree at a fixed rate and hands each sample on.
+"""The session's handle on its sampler process, and one-off samples of a process tree.
 
-One sampler per process that needs one; consumers subscribe callbacks (the run
-timeline, the per-file peak tracker, the heartbeat) instead of sampling again.
+Sampling runs in a separate process (``watcher.py``), never as a thread in a process
+that runs tests: a thread there takes the GIL between a test's bytecodes and changes
+``sys.getrefcount`` of shared small objects. ``SamplerProcess`` starts it, hands it the
+FIFO the workers write to, and stops it at the session's end, getting back the run's
+peaks. Only under xdist, whose controller runs no tests, does it also stream every
+sample back to callbacks (``subscribe``) on a reader thread there: the scheduler's
+live memory, the journal, the heartbeat and the progress line. Without xdist,
+``last`` reads the newest sample from a shared page the sampler process rewrites.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
+import math
+import mmap
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import IO, Any
 
 from suitefit import timing
 from suitefit.measure import proctree
+
+READER_THREAD = "suitefit-sampler-reader"  # the one suitefit thread, in an xdist controller only
 
 
 @dataclass(frozen=True)
@@ -20,16 +38,17 @@ class Sample:
     wall: float  # epoch
     rss_mb: float  # summed RSS of the tree
     root_mb: float  # RSS of the root process alone
-    pss_mb: float | None  # summed PSS, only on every ``pss_every``-th sample
+    pss_mb: float | None  # summed PSS, only on some samples
     procs: int
     pids: tuple[int, ...]
+    workers: dict[str, float] = field(default_factory=dict, compare=False)  # worker -> its tree's RSS
 
 
 Callback = Callable[[Sample], None]
 
 
-def take(root: int, *, with_pss: bool = False) -> Sample:
-    pids = proctree.tree(root)
+def take(root: int, *, with_pss: bool = False, skip: tuple[int, ...] = ()) -> Sample:
+    pids = list(proctree.tree_parents(root, skip=skip))
     sizes = [proctree.rss_mb(p) for p in pids]
     pss: float | None = None
     if with_pss:
@@ -47,77 +66,169 @@ def take(root: int, *, with_pss: bool = False) -> Sample:
     )
 
 
-class TreeSampler:
-    """Samples ``root``'s tree every ``interval`` s until stopped; PSS every ``pss_every`` samples.
+@dataclass(frozen=True)
+class RunPeaks:
+    """What the sampler process saw over the whole run."""
 
-    PSS is read at most every ``pss_every`` samples and, beyond that, only as often as keeps
-    its reads within ``pss_budget`` of wall time: ``smaps_rollup`` walks page tables, and on
-    a process holding 600 MiB one read took 84 ms here (8% of a core at one read a second).
-    """
+    peak_rss_mb: float = 0.0
+    peak_pss_mb: float | None = None
+    peak_procs: int = 0
+    secs_above: float = 0.0
+    samples: int = 0
+    cpu_s: float | None = None  # the sampler process's own CPU time
 
-    def __init__(self, root: int, interval: float = 0.1, pss_every: int = 10,
-                 pss_budget: float = 0.01) -> None:
+
+class SamplerProcess:
+    """Starts, feeds and stops the run's sampler process; ``root`` is this process."""
+
+    def __init__(self, root: int, *, history: str, run_id: int, started_wall: float,
+                 threshold_mb: float | None, interval: float = 0.1, stream: bool = False,
+                 pss_every: int = 10, pss_budget: float = 0.01) -> None:
         self.root = root
         self.interval = interval
-        self.pss_every = max(0, pss_every)
-        self.pss_budget = pss_budget
-        self._since_pss = self.pss_every  # samples since PSS was last read: the first one reads it
-        self._next_pss = 0.0  # monotonic time before which PSS is not read again
+        self.stream = stream
+        self._dir = tempfile.mkdtemp(prefix="suitefit-")
+        self.channel_path = os.path.join(self._dir, "files.fifo")
+        self._page_path = os.path.join(self._dir, "last.page")
+        self._cfg: dict[str, Any] = {
+            "root": root, "parent": os.getpid(), "run_id": run_id, "history": history, "started_wall": started_wall,
+            "threshold_mb": threshold_mb, "interval": interval, "stream": stream,
+            "pss_every": pss_every, "pss_budget": pss_budget, "fifo": self.channel_path,
+            "page": self._page_path,
+        }
         self._callbacks: list[Callback] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="suitefit-sampler", daemon=True)
-        self.last: Sample | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._reader: threading.Thread | None = None
+        self._page: mmap.mmap | None = None
+        self._last: Sample | None = None
+        self.peaks = RunPeaks()
         self.count = 0
+        self.measure_memory = True  # False: /proc is not readable; the sampler only keeps files
+
+    # -- what the session configures before start ----------------------------------------------
 
     def subscribe(self, cb: Callback) -> None:
+        """Called with every sample, on the reader thread (xdist's controller only)."""
         self._callbacks.append(cb)
 
-    def start(self) -> TreeSampler:
-        self._thread.start()
+    def keep_journal(self, path: str, budget_mb: float | None) -> None:
+        """One process runs the tests: the sampler process keeps the journal and the heartbeat."""
+        self._cfg["journal"] = path
+        self._cfg["budget_mb"] = budget_mb
+
+    # -- running ---------------------------------------------------------------------------------
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    def start(self, log: IO[str] | None = None) -> SamplerProcess:
+        from suitefit.measure.watcher import PAGE
+
+        with open(self._page_path, "wb") as f:
+            f.write(b"\0" * PAGE.size)
+        os.mkfifo(self.channel_path, 0o600)
+        # Open the read end here, before any worker can try to write: a FIFO without a
+        # reader refuses writers, so there is no start-up race with the sampler process.
+        rfd = os.open(self.channel_path, os.O_RDONLY | os.O_NONBLOCK)
+        self._cfg["fifo_fd"] = rfd
+        self._cfg["proc"] = self.measure_memory
+        err: Any = log if log is not None else None
+        try:
+            self._proc = subprocess.Popen(
+                [sys.executable, "-m", "suitefit.measure.watcher", json.dumps(self._cfg)],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, pass_fds=(rfd,),
+                close_fds=True,
+            )
+        finally:
+            os.close(rfd)
+        fd = os.open(self._page_path, os.O_RDONLY)
+        try:
+            self._page = mmap.mmap(fd, PAGE.size, prot=mmap.PROT_READ)
+        finally:
+            os.close(fd)
+        if self.stream:
+            self._reader = threading.Thread(target=self._read_stream, name=READER_THREAD, daemon=True)
+            self._reader.start()
         return self
 
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout=5)
+    def _read_stream(self) -> None:
+        assert self._proc is not None and self._proc.stdout is not None
+        for raw in self._proc.stdout:
+            try:
+                d = json.loads(raw)
+            except ValueError:
+                continue
+            if d.get("summary"):
+                self._set_peaks(d)
+                continue
+            s = Sample(d["t"], d["wall"], d["rss"], d["root"], d["pss"], d["procs"], (), d.get("workers", {}))
+            self._last = s
+            self.count += 1
+            for cb in self._callbacks:
+                try:
+                    cb(s)
+                except Exception:  # a broken consumer must not stop the others
+                    continue
 
-    def _pss_due(self, now: float) -> bool:
-        return 0 < self.pss_every <= self._since_pss and now >= self._next_pss
+    def _set_peaks(self, d: dict[str, Any]) -> None:
+        self.peaks = RunPeaks(d.get("peak_rss") or 0.0, d.get("peak_pss"), int(d.get("peak_procs") or 0),
+                              float(d.get("secs_above") or 0.0), int(d.get("samples") or 0), d.get("cpu_s"))
 
-    def _sampled(self, with_pss: bool, started: float, took: float) -> None:
-        if not with_pss:
-            self._since_pss += 1
-            return
-        self._since_pss = 1
-        if self.pss_budget > 0:  # e.g. a 50 ms read at a 1% budget: none for the next 5 s
-            self._next_pss = started + took / self.pss_budget
+    @property
+    def last(self) -> Sample | None:
+        if self.stream or self._page is None:
+            return self._last
+        from suitefit.measure.watcher import PAGE
+
+        for _ in range(5):  # a seqlock: an odd or changed sequence means a write was under way
+            seq, t, wall, rss, root, pss, procs = PAGE.unpack_from(self._page, 0)
+            if seq == 0 or seq % 2:
+                if seq == 0:
+                    return self._last
+                continue
+            if PAGE.unpack_from(self._page, 0)[0] == seq:
+                self._last = Sample(t, wall, rss, root, None if math.isnan(pss) else pss, int(procs), ())
+                break
+        return self._last
+
+    @last.setter
+    def last(self, s: Sample | None) -> None:
+        self._last = s
 
     def sample_now(self) -> Sample:
-        s = take(self.root)
-        self.last = s
+        """One sample read here and now (the scheduler's admission needs it fresh)."""
+        skip = (self.pid,) if self.pid is not None else ()
+        s = take(self.root, skip=skip)
+        self._last = s
         return s
 
-    def _loop(self) -> None:
-        next_t = timing.monotonic()
-        while not self._stop.is_set():
-            t0 = timing.monotonic()
-            with_pss = self._pss_due(t0)
-            try:
-                s = take(self.root, with_pss=with_pss)
-            except Exception:  # a vanished process mid-read must not kill sampling
-                s = None
-            self._sampled(with_pss, t0, timing.monotonic() - t0)
-            if s is not None:
-                self.last = s
-                self.count += 1
-                for cb in self._callbacks:
-                    try:
-                        cb(s)
-                    except Exception:  # a broken consumer must not stop the others
-                        continue
-            next_t += self.interval
-            delay = next_t - timing.monotonic()
-            if delay < 0:  # fell behind (slow PSS read): skip, don't burst
-                next_t = timing.monotonic()
-                delay = 0
-            self._stop.wait(delay)
+    def stop(self) -> RunPeaks:
+        """End the sampler process (it writes what it holds first) and return the run's peaks."""
+        p, self._proc = self._proc, None
+        if p is not None:
+            if self._reader is not None:
+                with contextlib.suppress(OSError):
+                    assert p.stdin is not None
+                    p.stdin.close()  # EOF: the sampler's signal to finish
+                self._reader.join(timeout=30)
+                if self._reader.is_alive():
+                    p.kill()
+            else:
+                try:  # communicate closes stdin first: EOF is the sampler's signal to finish
+                    out, _ = p.communicate(timeout=30)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    out, _ = p.communicate()
+                for raw in out.splitlines():
+                    with contextlib.suppress(ValueError):
+                        d = json.loads(raw)
+                        if d.get("summary"):
+                            self._set_peaks(d)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                p.wait(timeout=30)
+        if self._page is not None:
+            self._page.close()
+            self._page = None
+        shutil.rmtree(self._dir, ignore_errors=True)
+        return self.peaks

@@ -1,0 +1,405 @@
+"""The sampler process: one per measured run, outside every process that runs tests.
+
+Started by the session's first process (``sampler.SamplerProcess``) as
+``python -m suitefit.measure.watcher CONFIG``. Every ``interval`` seconds it reads the
+run's whole process tree from /proc (summed RSS, PSS when cheap enough, process
+count), splits it into each worker's tree, and attributes each worker's samples to
+the file that worker runs, which the workers announce on a FIFO (``channel.py``).
+It writes the timeline (``samples``), the per-file rows (``files``) and each
+worker's baseline and peak into the history in batches, and, for a one-process
+``suitefit run``, the in-flight journal and the heartbeat lines in the job log.
+
+It leaves itself out of the tree it measures, ignores Ctrl-C (the run decides when
+it ends), and ends when its stdin closes (the session's end, or its parent dying),
+when its parent changes, or on SIGTERM, writing what it holds before it goes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import select
+import signal
+import struct
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from suitefit import timing
+from suitefit.measure import proctree
+from suitefit.measure.channel import Message, Receiver
+
+# The shared page: what the run's one-process side reads for its progress line.
+# seq (odd while being written), t, wall, rss, root, pss (NaN: not read), procs.
+PAGE = struct.Struct("<Qdddddq")
+
+
+@dataclass
+class _Seg:
+    path: str
+    t0: float  # monotonic, from the worker
+    wall0: float
+    baseline_mb: float
+    children_mb: float  # the worker's descendants when the file began (a session pool)
+    peak_mb: float
+
+
+@dataclass
+class _FileRow:
+    path: str
+    worker: str
+    started: float
+    finished: float
+    wall_s: float
+    cpu_s: float
+    tests: int
+    baseline_mb: float
+    peak_mb: float  # absolute
+
+
+@dataclass
+class _Worker:
+    name: str
+    pid: int
+    seg: _Seg | None = None
+    # samples taken since messages were last read: (t, tree_mb, children_mb); a message
+    # written before a sample but read after it decides which file that sample belongs to
+    late: list[tuple[float, float, float]] = field(default_factory=list)
+    children_mb: float = 0.0  # at the last folded sample
+    tree_mb: float = 0.0  # at the last folded sample
+    baseline_mb: float | None = None
+    peak_mb: float = 0.0
+    done: bool = False
+
+
+class Watcher:
+    def __init__(self, cfg: dict[str, Any], receiver: Receiver | None) -> None:
+        self.root = int(cfg["root"])
+        self.parent = int(cfg.get("parent") or self.root)
+        self.run_id = int(cfg["run_id"])
+        self.interval = float(cfg.get("interval", 0.1))
+        self.pss_every = max(0, int(cfg.get("pss_every", 10)))
+        self.pss_budget = float(cfg.get("pss_budget", 0.01))
+        self.started_wall = float(cfg["started_wall"])
+        self.threshold_mb = cfg.get("threshold_mb")
+        self.stream = bool(cfg.get("stream"))
+        self.flush_interval = float(cfg.get("flush_interval", 2.0))
+        self.history_path = str(cfg["history"])
+        self.receiver = receiver
+        self.me = os.getpid()
+        self.proc = bool(cfg.get("proc", True)) and proctree.proc_readable()
+        self.workers: dict[str, _Worker] = {}
+        self.files: dict[tuple[str, str], _FileRow] = {}
+        self.dirty: set[tuple[str, str]] = set()
+        self.samples: list[Any] = []
+        self.count = 0
+        self.peak_rss = 0.0
+        self.peak_pss: float | None = None
+        self.peak_procs = 0
+        self.secs_above = 0.0
+        self._prev_t: float | None = None
+        self._since_pss = self.pss_every
+        self._next_pss = 0.0
+        self._last_flush = timing.monotonic()
+        self._history: Any = None
+        self.page = self._open_page(cfg.get("page"))
+        self.journal: Any = None
+        self.heartbeat: Any = None
+        if cfg.get("journal"):
+            self._start_journal(Path(cfg["journal"]), cfg.get("budget_mb"))
+
+    # -- outputs ---------------------------------------------------------------------------
+
+    def _open_page(self, path: str | None) -> Any:
+        if not path:
+            return None
+        import mmap
+
+        fd = os.open(path, os.O_RDWR)
+        try:
+            return mmap.mmap(fd, PAGE.size)
+        finally:
+            os.close(fd)
+
+    def _start_journal(self, path: Path, budget_mb: float | None) -> None:
+        from suitefit.measure.journal import Heartbeat, Journal
+
+        self.journal = Journal(path, self.run_id)
+        if budget_mb:
+            self.heartbeat = Heartbeat(float(budget_mb), self.journal, self._heartbeat_line)
+            self.budget_mb = float(budget_mb)
+
+    def _heartbeat_line(self, line: str, level: float, tree_mb: float) -> None:
+        try:
+            sys.stderr.write(line + "\n")
+            sys.stderr.flush()
+        except (OSError, ValueError):
+            pass
+        self.db().add_event(self.run_id, timing.wall(), "heartbeat", level=level, tree_mb=tree_mb,
+                            budget_mb=self.budget_mb,
+                            inflight=[x.__dict__ for x in self.journal.snapshot()])
+
+    def db(self) -> Any:
+        if self._history is None:
+            from suitefit.history import History
+
+            self._history = History(self.history_path)
+        return self._history
+
+    # -- the loop --------------------------------------------------------------------------
+
+    def read_messages(self) -> None:
+        if self.receiver is None:
+            return
+        for m in self.receiver.read():
+            try:
+                self.handle(m)
+            except (ValueError, IndexError):
+                continue  # a malformed line is dropped, never fatal
+        for w in self.workers.values():
+            self._fold_late(w)
+
+    def handle(self, m: Message) -> None:
+        w = self.workers.get(m.worker)
+        if m.kind == "H":
+            self.workers[m.worker] = _Worker(m.worker, int(m.fields[0]))
+            return
+        if w is None:
+            return
+        if m.kind == "B":
+            t0, wall0, self_mb = float(m.fields[0]), float(m.fields[1]), float(m.fields[2])
+            children, path = float(m.fields[3]), m.fields[4]
+            self._fold_late(w, until=t0)
+            if self_mb < 0:  # the worker could not read itself: the last sample of it will do
+                self_mb = max(0.0, self._last_tree(w) - children)
+            base = self_mb + children
+            w.seg = _Seg(path, t0, wall0, base, children, base)
+            if w.baseline_mb is None:
+                w.baseline_mb = base
+            w.peak_mb = max(w.peak_mb, base)
+        elif m.kind == "E" and w.seg is not None:
+            t1, wall1, hwm = float(m.fields[0]), float(m.fields[1]), float(m.fields[2])
+            cpu, tests = float(m.fields[3]), int(m.fields[4])
+            self._fold_late(w, until=t1)
+            seg, w.seg = w.seg, None
+            peak = seg.peak_mb
+            if hwm >= 0:
+                # The worker's own exact peak plus the children there when the file began (a
+                # session pool); children the file started itself are in the samples. Not the
+                # children at the end: the last file's teardown may have stopped them.
+                peak = max(peak, hwm + seg.children_mb)
+            w.peak_mb = max(w.peak_mb, peak)
+            self._add_file(_FileRow(seg.path, w.name, seg.wall0, wall1, max(0.0, t1 - seg.t0), cpu, tests,
+                                    seg.baseline_mb, peak))
+        elif m.kind == "T" and self.journal is not None:
+            self.journal.start(w.name, m.fields[1], float(m.fields[0]), self._last_tree(w) or None)
+        elif m.kind == "D":
+            w.done = True
+            if self.journal is not None:
+                self.journal.done(w.name)
+
+    def _last_tree(self, w: _Worker) -> float:
+        return w.late[-1][1] if w.late else w.tree_mb
+
+    def _fold_late(self, w: _Worker, until: float = math.inf) -> None:
+        """Give the samples taken up to ``until`` to the file in flight then."""
+        keep = []
+        for t, tree_mb, children_mb in w.late:
+            if t > until:
+                keep.append((t, tree_mb, children_mb))
+                continue
+            w.children_mb = children_mb
+            w.tree_mb = tree_mb
+            w.peak_mb = max(w.peak_mb, tree_mb)
+            if w.seg is not None and tree_mb > w.seg.peak_mb:
+                w.seg.peak_mb = tree_mb
+        w.late = keep
+
+    def _add_file(self, r: _FileRow) -> None:
+        """A file run in several stretches on one worker stays one row (summed time, max peak)."""
+        key = (r.path, r.worker)
+        m = self.files.get(key)
+        if m is None:
+            self.files[key] = r
+        else:
+            m.started = min(m.started, r.started)
+            m.finished = max(m.finished, r.finished)
+            m.wall_s += r.wall_s
+            m.cpu_s += r.cpu_s
+            m.tests += r.tests
+            if r.peak_mb - r.baseline_mb > m.peak_mb - m.baseline_mb:
+                m.peak_mb, m.baseline_mb = r.peak_mb, r.baseline_mb
+        self.dirty.add(key)
+
+    def sample(self) -> None:
+        if not self.proc:
+            return
+        t0 = timing.monotonic()
+        wall = timing.wall()
+        parents = proctree.tree_parents(self.root, skip=(self.me,))
+        rss = {p: proctree.rss_mb(p) for p in parents}
+        with_pss = 0 < self.pss_every <= self._since_pss and t0 >= self._next_pss
+        pss: float | None = None
+        if with_pss:
+            vals = [v for v in (proctree.pss_mb(p) for p in parents) if v is not None]
+            pss = sum(vals) if vals else None
+            took = timing.monotonic() - t0
+            self._since_pss = 1
+            if self.pss_budget > 0:  # e.g. a 50 ms read at a 1% budget: none for the next 5 s
+                self._next_pss = t0 + took / self.pss_budget
+        else:
+            self._since_pss += 1
+        total = sum(rss.values())
+        procs = sum(1 for v in rss.values() if v > 0)
+        per_worker = self._per_worker(t0, parents, rss)
+        self._record(t0, wall, total, rss.get(self.root, 0.0), pss, procs, per_worker)
+
+    def _per_worker(self, t: float, parents: dict[int, int], rss: dict[int, float]) -> dict[str, float]:
+        out: dict[str, float] = {}
+        if not self.workers:
+            return out
+        kids: dict[int, list[int]] = {}
+        for p, parent in parents.items():
+            kids.setdefault(parent, []).append(p)
+        for w in self.workers.values():
+            if w.pid not in parents:
+                continue
+            stack, tree_mb = [w.pid], 0.0
+            while stack:
+                p = stack.pop()
+                tree_mb += rss.get(p, 0.0)
+                stack.extend(kids.get(p, ()))
+            self_mb = rss.get(w.pid, 0.0)
+            if self_mb <= 0:
+                continue
+            w.late.append((t, tree_mb, tree_mb - self_mb))
+            out[w.name] = tree_mb
+        return out
+
+    def _record(self, t: float, wall: float, total: float, root_mb: float, pss: float | None, procs: int,
+                per_worker: dict[str, float]) -> None:
+        from suitefit.history import SampleRecord
+
+        self.count += 1
+        self.samples.append(SampleRecord(self.run_id, round(wall - self.started_wall, 4), total, pss, procs))
+        self.peak_rss = max(self.peak_rss, total)
+        self.peak_procs = max(self.peak_procs, procs)
+        if pss is not None:
+            self.peak_pss = max(self.peak_pss or 0.0, pss)
+        if self._prev_t is not None and self.threshold_mb and total > float(self.threshold_mb):
+            self.secs_above += t - self._prev_t
+        self._prev_t = t
+        if self.page is not None:
+            seq = struct.unpack_from("<Q", self.page, 0)[0]
+            struct.pack_into("<Q", self.page, 0, seq + 1)  # odd: a reader retries
+            PAGE.pack_into(self.page, 0, seq + 1, t, wall, total, root_mb,
+                           math.nan if pss is None else pss, procs)
+            struct.pack_into("<Q", self.page, 0, seq + 2)
+        if self.stream:
+            line = json.dumps({"t": t, "wall": wall, "rss": total, "root": root_mb, "pss": pss,
+                               "procs": procs, "workers": per_worker})
+            try:
+                sys.stdout.write(line + "\n")
+                sys.stdout.flush()
+            except (OSError, ValueError):
+                self.stream = False  # the controller stopped reading; keep measuring
+        if self.journal is not None:
+            self.journal.update_memory(per_worker, total)
+        if self.heartbeat is not None:
+            from suitefit.measure.sampler import Sample
+
+            self.heartbeat(Sample(t, wall, total, root_mb, pss, procs, ()))
+
+    def flush(self, *, final: bool = False) -> None:
+        from suitefit.history import FileRecord
+
+        rows = [self.files[k] for k in sorted(self.dirty)]
+        samples, self.samples = self.samples, []
+        self.dirty.clear()
+        self._last_flush = timing.monotonic()
+        if not rows and not samples and not final:
+            return
+        h = self.db()
+        if samples:
+            h.add_samples(samples)
+        if rows:
+            h.add_files([FileRecord(self.run_id, r.path, r.worker, r.started, r.finished, r.wall_s, r.cpu_s,
+                                    r.tests, r.baseline_mb, max(0.0, r.peak_mb - r.baseline_mb), r.peak_mb)
+                         for r in rows])
+        if final:
+            for w in self.workers.values():
+                if w.baseline_mb is not None or w.peak_mb:
+                    h.set_worker_memory(self.run_id, w.name, w.baseline_mb, w.peak_mb or None)
+
+    def summary(self) -> dict[str, Any]:
+        import resource
+
+        ru = resource.getrusage(resource.RUSAGE_SELF)  # what measuring cost, outside the tests
+        return {"summary": True, "peak_rss": self.peak_rss, "peak_pss": self.peak_pss,
+                "peak_procs": self.peak_procs, "secs_above": self.secs_above, "samples": self.count,
+                "proc": self.proc, "cpu_s": round(ru.ru_utime + ru.ru_stime, 3)}
+
+    def run(self, stdin_fd: int) -> None:
+        next_t = timing.monotonic()
+        while True:
+            self.read_messages()
+            with contextlib.suppress(Exception):  # a vanished process mid-read must not end sampling
+                self.sample()
+            if timing.monotonic() - self._last_flush >= self.flush_interval:
+                self.flush()
+            if os.getppid() != self.parent:  # the session's process is gone (killed): end with it
+                break
+            next_t += self.interval
+            delay = next_t - timing.monotonic()
+            if delay < 0:  # fell behind (a slow PSS read): skip, don't burst
+                next_t = timing.monotonic()
+                delay = 0
+            r, _, _ = select.select([stdin_fd], [], [], delay)
+            if r and not os.read(stdin_fd, 4096):  # EOF: the session ends
+                break
+        self.finish()
+
+    def finish(self) -> None:
+        self.read_messages()
+        for w in self.workers.values():
+            self._fold_late(w)
+        self.flush(final=True)
+        if self.journal is not None:
+            self.journal.maybe_write(force=True)
+        if self.page is not None:
+            self.page.close()
+
+
+def main(argv: list[str]) -> int:
+    cfg = json.loads(argv[0])
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C ends the run, and the run ends us
+
+    stop = {"now": False}
+
+    def _term(signum: int, frame: Any) -> None:
+        stop["now"] = True
+        raise SystemExit(0)
+
+    signal.signal(signal.SIGTERM, _term)
+    receiver = None
+    if cfg.get("fifo"):
+        receiver = Receiver(int(cfg["fifo_fd"]), cfg["fifo"])
+    w = Watcher(cfg, receiver)
+    try:
+        w.run(sys.stdin.fileno())
+    except SystemExit:
+        w.finish()
+    finally:
+        try:
+            sys.stdout.write(json.dumps(w.summary()) + "\n")
+            sys.stdout.flush()
+        except (OSError, ValueError):
+            pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

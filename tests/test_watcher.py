@@ -1,0 +1,254 @@
+"""The sampler process against real processes: samples, per-file peaks from the FIFO, its end."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from suitefit.history import History, WorkerRecord
+from suitefit.measure import proctree
+from suitefit.measure.channel import Sender, decode, encode
+from suitefit.measure.sampler import READER_THREAD, Sample, SamplerProcess
+
+HOLD = "b = bytearray({mb} * 2**20); b[::4096] = b'x' * len(b[::4096])"
+
+
+def new_history(tmp_path: Path) -> tuple[History, int]:
+    h = History(tmp_path / "h.sqlite")
+    return h, h.new_run("pytest", started=time.time())
+
+
+def holder(mb: int) -> subprocess.Popen[str]:
+    p = subprocess.Popen([sys.executable, "-c", HOLD.format(mb=mb) + "; print('ok', flush=True); import sys; sys.stdin.read()"],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert p.stdout is not None
+    p.stdout.readline()
+    return p
+
+
+def test_messages_round_trip_and_stay_atomic() -> None:
+    m = decode(encode("B", "gw0", 1.5, 2.5, 30.0, 0.0, "tests/a\tb.py"))
+    assert m is not None and m.kind == "B" and m.worker == "gw0"
+    assert m.fields == ("1.5", "2.5", "30.0", "0.0", "tests/a b.py")  # a tab in a path cannot split a field
+    assert len(encode("B", "gw0", "x" * 10_000)) < 4096  # one write of < PIPE_BUF never interleaves
+    assert decode(b"") is None
+    assert not Sender(None).connected and not Sender("/nonexistent/fifo").connected
+
+
+def test_streams_samples_to_callbacks_and_stops(tmp_path: Path) -> None:
+    h, run_id = new_history(tmp_path)
+    p = holder(80)
+    try:
+        got: list[Sample] = []
+        others: list[Sample] = []
+
+        def broken(s: Sample) -> None:
+            raise RuntimeError("a consumer bug must not stop the others")
+
+        sp = SamplerProcess(os.getpid(), history=str(h.path), run_id=run_id, started_wall=time.time(),
+                            threshold_mb=1.0, interval=0.05, stream=True, pss_every=4, pss_budget=0)
+        sp.subscribe(broken)
+        sp.subscribe(got.append)
+        sp.subscribe(others.append)
+        sp.start()
+        time.sleep(0.8)
+        assert sp.pid is not None and sp.pid not in sp.sample_now().pids  # it leaves itself out
+        peaks = sp.stop()
+    finally:
+        p.stdin.close()  # type: ignore[union-attr]
+        p.wait()
+    n = len(got)
+    assert 6 <= n <= 25 and len(others) == n  # about 16 at 0.05 s; generous on a loaded machine
+    assert all(s.rss_mb >= 80 for s in got)
+    assert [s.pss_mb is not None for s in got[:5]] == [True, False, False, False, True]
+    assert all(b.t > a.t for a, b in itertools.pairwise(got))
+    assert peaks.samples >= n and peaks.peak_rss_mb >= max(s.rss_mb for s in got) - 0.01
+    assert peaks.secs_above > 0.3  # above a 1 MiB threshold the whole time
+    assert peaks.cpu_s is not None and 0 < peaks.cpu_s < 5
+    assert not any(t.name == READER_THREAD for t in threading.enumerate())
+    rows = h.samples(run_id)
+    assert len(rows) == peaks.samples  # every sample reached the history, in batches
+    time.sleep(0.2)
+    assert len(got) == n  # nothing after stop
+
+
+def test_without_a_stream_last_comes_from_the_shared_page(tmp_path: Path) -> None:
+    h, run_id = new_history(tmp_path)
+    p = holder(60)
+    try:
+        sp = SamplerProcess(os.getpid(), history=str(h.path), run_id=run_id, started_wall=time.time(),
+                            threshold_mb=None, interval=0.05)
+        sp.start()
+        time.sleep(0.6)
+        a = sp.last
+        time.sleep(0.3)
+        b = sp.last
+        before = {t.ident for t in threading.enumerate()}
+        peaks = sp.stop()
+    finally:
+        p.stdin.close()  # type: ignore[union-attr]
+        p.wait()
+    assert a is not None and b is not None and b.t > a.t  # the page moves on
+    assert a.rss_mb >= 60 and a.procs >= 2
+    assert before == {t.ident for t in threading.enumerate()}  # no thread came or went for it
+    assert peaks.samples >= 8
+
+
+WORKER = textwrap.dedent("""
+    import os, subprocess, sys, time
+    from suitefit.measure import proctree
+    from suitefit.measure.channel import Sender
+
+    s = Sender(sys.argv[1])
+    s.send("H", "w1", os.getpid())
+
+    def begin(path):
+        ok = proctree.reset_hwm()
+        s.send("B", "w1", time.monotonic(), time.time(), proctree.rss_mb(os.getpid()) if ok else -1.0, 0.0, path)
+        return ok
+
+    def end(ok, tests):
+        s.send("E", "w1", time.monotonic(), time.time(), proctree.hwm_mb() if ok else -1.0, 0.1, tests)
+
+    time.sleep(0.3)
+    ok = begin("tests/test_spike.py")   # 100 MiB for a few ms: no sample sees it, VmHWM does
+    b = bytearray(100 * 2**20); b[::4096] = b'x' * len(b[::4096]); del b
+    end(ok, 1)
+    time.sleep(0.3)
+    ok = begin("tests/test_child.py")   # a child holding 150 MiB for 0.8 s: the samples see it
+    c = subprocess.Popen([sys.executable, "-c", {child!r}]); c.wait()
+    end(ok, 2)
+    time.sleep(0.3)
+    ok = begin("tests/test_small.py")
+    time.sleep(0.3)
+    end(ok, 3)
+    ok = begin("tests/test_spike.py")   # the same file again later: one row, times summed
+    end(ok, 1)
+    s.send("D", "w1")
+    print("done", flush=True)
+    sys.stdin.read()
+""").format(child=HOLD.format(mb=150) + "; import time; time.sleep(0.8)")
+
+
+def test_per_file_peaks_from_the_workers_messages(tmp_path: Path) -> None:
+    h, run_id = new_history(tmp_path)
+    sp = SamplerProcess(os.getpid(), history=str(h.path), run_id=run_id, started_wall=time.time(),
+                        threshold_mb=None, interval=0.05)
+    sp.start()
+    w = subprocess.Popen([sys.executable, "-c", WORKER, sp.channel_path], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, text=True)
+    assert w.stdout is not None
+    assert w.stdout.readline().strip() == "done"
+    h.upsert_worker(WorkerRecord(run_id, "w1", w.pid, None, None, None, None, None, 4))
+    time.sleep(0.2)
+    sp.stop()
+    w.stdin.close()  # type: ignore[union-attr]
+    w.wait()
+    files = {f.path: f for f in h.files(run_id)}
+    assert set(files) == {"tests/test_spike.py", "tests/test_child.py", "tests/test_small.py"}
+    assert all(f.worker == "w1" for f in files.values())
+    assert 95 <= files["tests/test_spike.py"].peak_mb <= 115, files
+    assert files["tests/test_spike.py"].tests == 2
+    assert 150 <= files["tests/test_child.py"].peak_mb <= 185, files
+    assert files["tests/test_small.py"].peak_mb < 15
+    assert 0.28 <= files["tests/test_small.py"].wall_s < 1.5
+    (worker,) = h.workers(run_id)
+    assert worker.baseline_mb is not None and 5 < worker.baseline_mb < 60
+    assert worker.peak_rss_mb is not None and worker.peak_rss_mb >= worker.baseline_mb + 150
+
+
+DIES = textwrap.dedent("""
+    import os, sys, time
+    from suitefit.measure.sampler import SamplerProcess
+    sp = SamplerProcess(os.getpid(), history=sys.argv[1], run_id=int(sys.argv[2]), started_wall=time.time(),
+                        threshold_mb=None, interval=0.05)
+    sp.start()
+    print(sp.pid, flush=True)
+    time.sleep(60)
+""")
+
+
+def test_ends_with_the_session_process_and_keeps_what_it_flushed(tmp_path: Path) -> None:
+    h, run_id = new_history(tmp_path)
+    parent = subprocess.Popen([sys.executable, "-c", DIES, str(h.path), str(run_id)], stdout=subprocess.PIPE, text=True)
+    assert parent.stdout is not None
+    pid = int(parent.stdout.readline())
+    time.sleep(2.6)  # past one flush (every 2 s)
+    parent.send_signal(signal.SIGKILL)
+    parent.wait()
+    deadline = time.monotonic() + 5
+    while proctree.create_time(pid) is not None and time.monotonic() < deadline:
+        # it is our grandchild turned orphan: nobody here reaps it, so a zombie counts as gone
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    break
+        except OSError:
+            break
+        time.sleep(0.05)
+    assert time.monotonic() < deadline, "the sampler process outlived the session's process"
+    assert len(h.samples(run_id)) >= 20  # the last flushed samples survive a SIGKILL of the run
+
+
+def test_sigterm_flushes_and_ctrl_c_is_ignored(tmp_path: Path) -> None:
+    h, run_id = new_history(tmp_path)
+    sp = SamplerProcess(os.getpid(), history=str(h.path), run_id=run_id, started_wall=time.time(),
+                        threshold_mb=None, interval=0.05)
+    sp.start()
+    assert sp.pid is not None
+    time.sleep(0.5)
+    os.kill(sp.pid, signal.SIGINT)
+    time.sleep(0.3)
+    assert proctree.create_time(sp.pid) is not None  # Ctrl-C is for the run, not for its sampler
+    os.kill(sp.pid, signal.SIGTERM)
+    peaks = sp.stop()
+    assert peaks.samples >= 5
+    assert len(h.samples(run_id)) == peaks.samples  # written before it went, not lost with it
+
+
+def test_a_broken_history_does_not_hang_the_session(tmp_path: Path) -> None:
+    bad = tmp_path / "not-a-db.sqlite"
+    bad.write_text("garbage" * 100)
+    sp = SamplerProcess(os.getpid(), history=str(bad), run_id=1, started_wall=time.time(),
+                        threshold_mb=None, interval=0.05)
+    sp.start()
+    time.sleep(0.3)
+    t0 = time.monotonic()
+    sp.stop()
+    assert time.monotonic() - t0 < 10
+    assert not Path(sp.channel_path).exists()  # its FIFO and page are cleaned up
+
+
+@pytest.mark.parametrize("budget", [0.0, 0.01])
+def test_expensive_pss_reads_are_spaced_out(tmp_path: Path, budget: float) -> None:
+    """A big process makes smaps_rollup slow; under a 1% budget most samples skip PSS."""
+    h, run_id = new_history(tmp_path)
+    p = holder(300)
+    try:
+        got: list[Sample] = []
+        # the holder alone: this test process's own tree may be big and slow to read
+        sp = SamplerProcess(p.pid, history=str(h.path), run_id=run_id, started_wall=time.time(),
+                            threshold_mb=None, interval=0.02, stream=True, pss_every=1, pss_budget=budget)
+        sp.subscribe(got.append)
+        sp.start()
+        time.sleep(1.5)
+        sp.stop()
+    finally:
+        p.stdin.close()  # type: ignore[union-attr]
+        p.wait()
+    with_pss = sum(s.pss_mb is not None for s in got)
+    if budget == 0:
+        assert with_pss == len(got) >= 5  # unbudgeted: every sample
+    else:
+        assert 1 <= with_pss < len(got) / 2
+    assert json.dumps([s.rss_mb for s in got])  # plain numbers, as the stream carries them
