@@ -10,7 +10,7 @@ from typing import NoReturn
 
 import click
 
-from suitefit.cli._common import history_option, pytest_command, start_measured_run
+from suitefit.cli._common import history_for_a_run, history_option, pytest_command, start_measured_run
 from suitefit.config import load_config
 from suitefit.errors import SuitefitError
 from suitefit.history import History
@@ -67,6 +67,8 @@ def command(history_path: Path | None, memory_budget: str | None, workers: int |
             shard, shard_source = found
     cfg = load_config()
     path = history_path or cfg.history_path
+    if path.exists():  # checked before the plan reads it: a corrupt one is set aside
+        history_for_a_run(path).close()
     costs, existed, _ = load_costs_or_discover(cfg, path)
     budget = detect_budget(memory_budget, workers, cfg)
     spec = None
