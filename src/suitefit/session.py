@@ -236,7 +236,8 @@ def write_summary(tr: Any, h: History, run_id: int, top: int = 5) -> None:
 
 
 def configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "suitefit_group(name): run this file with the named group")
+    # No `suitefit_group` marker: groups are plan input, read before pytest collects anything,
+    # so they are declared in one readable place, [tool.suitefit] groups (see config.py).
     workerinput = getattr(config, "workerinput", None)
     try:
         if workerinput is not None:

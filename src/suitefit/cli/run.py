@@ -10,7 +10,12 @@ from typing import NoReturn
 
 import click
 
-from suitefit.cli._common import history_for_a_run, history_option, pytest_command, start_measured_run
+from suitefit.cli._common import (
+    history_for_a_run,
+    history_option,
+    pytest_command,
+    start_measured_run,
+)
 from suitefit.config import load_config
 from suitefit.errors import SuitefitError
 from suitefit.history import History
