@@ -245,10 +245,11 @@ def discover_test_files(cfg: Config) -> list[str]:
 
 def load_costs_or_discover(cfg: Config, history_path: Path | None = None
                            ) -> tuple[CostModel, bool, list[str]]:
-    """The cost model; with no measured run, the test files found by name at a default cost."""
-    costs, found = load_cost_model(cfg, history_path)
-    discovered: list[str] = []
-    if not costs.runs_used:
-        discovered = discover_test_files(cfg)
-        costs, found = load_cost_model(cfg, history_path, files=discovered)
+    """The cost model, with test files found by name that no run measured at a default cost.
+
+    Not only on a first run: a file added since the last run is in the plan too (instead
+    of running outside it), and the plan can say how much of it is measured.
+    """
+    discovered = discover_test_files(cfg)
+    costs, found = load_cost_model(cfg, history_path, files=discovered)
     return costs, found, discovered

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import NoReturn
 
@@ -19,6 +20,7 @@ from suitefit.cli._common import (
 from suitefit.config import load_config
 from suitefit.errors import SuitefitError
 from suitefit.history import History
+from suitefit.model import Measured, predicted
 from suitefit.units import fmt_mb, fmt_s
 
 FORBIDDEN = ("-n", "--numprocesses", "--dist", "-d", "--tx", "--max-worker-restart", "--maxprocesses")
@@ -89,15 +91,19 @@ def command(history_path: Path | None, memory_budget: str | None, workers: int |
                       "no history: a stable hash split by file"), err=True)
     else:
         plan = make_plan(costs, budget)
+    plan = replace(plan, measured=Measured.of(plan, costs))
     h = History(path)
     h.settle_abandoned()
     if not existed or costs.runs_used == 0:
         click.echo("suitefit: no measured runs in the history yet: a safe first plan "
                    "(every file at a default cost); this run's measurements plan the next one", err=True)
+    assert plan.measured is not None
     click.echo(
-        f"suitefit: plan: {plan.workers} worker(s), predicted wall {fmt_s(plan.predicted_wall_s)}, "
+        f"suitefit: plan: {plan.workers} worker(s), {predicted(plan, 'wall', fmt_s(plan.predicted_wall_s))}, "
         f"peak {fmt_mb(plan.predicted_peak_mb)} of a {fmt_mb(budget.memory_mb)} budget "
         f"({budget.memory_source}); `suitefit plan` explains each decision", err=True)
+    if not plan.measured.nothing and not plan.measured.complete:
+        click.echo(f"suitefit: plan: {plan.measured.words()}", err=True)
     for w in plan.warnings:
         click.echo(f"suitefit: warning: {w}", err=True)
     run_id = start_measured_run(h, "shard-run" if shard else "run", args, workers_planned=plan.workers,

@@ -366,7 +366,12 @@ def _plan(v: RunView) -> str:
               + (f" ({b.memory_source})" if b.memory_source else ""))]
     if p.shard:
         pairs.append(("shard", f"{p.shard[0]} of {p.shard[1]}"))
+    if p.measured is not None:
+        pairs.append(("predictions based on", p.measured.words()))
     out = [f'<div class="chartbox">{bars}</div>', _kv(pairs)]
+    if p.measured is not None and p.measured.nothing:
+        out.insert(0, _note("Nothing was measured when this plan was made: its predicted wall and peak "
+                            "are guesses from default costs, not forecasts."))
     if p.reasons:
         out.append("<h4>Why</h4><ul>" + "".join(f"<li>{escape(r)}</li>" for r in p.reasons) + "</ul>")
     if p.warnings:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from suitefit.model import predicted
 from suitefit.report.queries import RunView, file_deltas
 from suitefit.units import fmt_mb, fmt_s
 
@@ -49,8 +50,10 @@ def render_markdown(v: RunView) -> str:
         rows.append(["heartbeat crossings", str(len(v.heartbeats))])
     if v.plan is not None:
         p = v.plan.plan
-        rows.append(["plan: wall", f"predicted {fmt_s(p.predicted_wall_s)}, measured {fmt_s(v.plan.wall_s)}"])
-        rows.append(["plan: peak", f"predicted {fmt_mb(p.predicted_peak_mb)}, measured {fmt_mb(v.plan.peak_mb)}"])
+        rows.append(["plan: wall", f"{predicted(p, 'wall', fmt_s(p.predicted_wall_s))}, measured {fmt_s(v.plan.wall_s)}"])
+        rows.append(["plan: peak", f"{predicted(p, 'peak', fmt_mb(p.predicted_peak_mb))}, measured {fmt_mb(v.plan.peak_mb)}"])
+        if p.measured is not None:
+            rows.append(["plan: based on", p.measured.words()])
     lines += _table(["", f"run {r.id}"], rows)
     if v.crash is not None:
         c = v.crash
