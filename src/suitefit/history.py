@@ -113,7 +113,9 @@ _TABLES = frozenset(m.group(1) for m in re.finditer(r"CREATE TABLE IF NOT EXISTS
 
 # Columns added to a table after it first shipped: (table, column, declaration).
 # Append here (never edit a shipped line); ``_migrate`` adds what a history lacks.
-_ADDED_COLUMNS: tuple[tuple[str, str, str], ...] = ()
+_ADDED_COLUMNS: tuple[tuple[str, str, str], ...] = (
+    ("tests", "reason", "TEXT"),  # a failed test's short reason (its crash line), else NULL
+)
 
 
 @dataclass
@@ -186,6 +188,7 @@ class TestRecord:
     wall_s: float
     cpu_s: float
     outcome: str
+    reason: str | None = None  # failed or error: the crash line, e.g. "AssertionError: assert 1 == 2"
 
 
 @dataclass

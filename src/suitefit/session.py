@@ -68,6 +68,7 @@ class RunSide:
         self.threshold_mb = threshold_mb
         self.progress: Any = None
         self.done = 0
+        self._collect_errors: set[str] = set()
         self.sampler.subscribe(self._progress_tick)
 
     def _start_progress(self, total: int) -> None:
@@ -97,6 +98,15 @@ class RunSide:
         if report.when in ("teardown", "???"):
             self.done += 1
 
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        """A file that failed to collect is a failure too: keep it with its reason (once, not per worker)."""
+        if report.failed and report.nodeid not in self._collect_errors:
+            from suitefit.measure.recorder import short_reason
+
+            self._collect_errors.add(report.nodeid)
+            self.history.add_event(self.run_id, timing.wall(), "collect_error", nodeid=report.nodeid or ".",
+                                   reason=short_reason(report))
+
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
         node.workerinput["suitefit_run_id"] = self.run_id
@@ -124,7 +134,8 @@ class RunSide:
         wid = node.gateway.id if node is not None else "?"
         now = timing.wall()
         self.history.add_tests([TestRecord(self.run_id, crashitem, file_of(crashitem), wid, -1, now,
-                                           0.0, 0.0, 0.0, 0.0, 0.0, "failed")])
+                                           0.0, 0.0, 0.0, 0.0, 0.0, "failed",
+                                           f"the worker running it ({wid}) died")])
         self.history.add_event(self.run_id, now, "crash_item", worker=wid, nodeid=crashitem)
 
     @pytest.hookimpl(trylast=True)
@@ -190,7 +201,7 @@ class RunSide:
 
 
 def write_summary(tr: Any, h: History, run_id: int, top: int = 5) -> None:
-    from suitefit.summary import file_summaries, fixture_summaries
+    from suitefit.summary import SHOWN_FAILURES, failed_tests, file_summaries, fixture_summaries
 
     run = h.run(run_id)
     tr.section(f"suitefit run {run_id}", sep="-")
@@ -227,6 +238,13 @@ def write_summary(tr: Any, h: History, run_id: int, top: int = 5) -> None:
         d = e.detail_dict
         tr.write_line(f"worker {e.worker} died ({d.get('exit')}) while running {e.nodeid}; "
                       f"last measured memory {fmt_mb(d.get('mb'))}")
+    failed = failed_tests(h, run_id, run.started)
+    if failed:
+        tr.write_line(f"failed ({len(failed)}):")
+        for bad in failed[:SHOWN_FAILURES]:
+            tr.write_line(f"  {bad.nodeid} [{bad.worker}] {bad.reason or bad.outcome}")
+        if len(failed) > SHOWN_FAILURES:
+            tr.write_line(f"  ... and {len(failed) - SHOWN_FAILURES} more (suitefit report {run_id})")
     over = h.events(run_id, "sched_over-budget")
     waits = h.events(run_id, "sched_wait")
     if over or waits:

@@ -39,6 +39,31 @@ class FixtureSummary:
         return self.setup_s >= r.setup_s or self.procs >= r.procs or self.mb >= r.mb
 
 
+@dataclass(frozen=True)
+class FailedTest:
+    """A test that failed or errored (or a file that failed to collect), with its short reason."""
+
+    nodeid: str
+    file: str
+    worker: str  # "collection" for a file that did not collect
+    outcome: str  # failed, error, collect-error
+    reason: str | None
+    start: float  # seconds since the run started: the listing is in the order they happened
+
+
+SHOWN_FAILURES = 20  # listed in the terminal summary and the Markdown summary; the rest are counted
+
+
+def failed_tests(h: History, run_id: int, t0: float) -> list[FailedTest]:
+    """Every failure of a run, in the order it happened: collection errors, failed and errored tests."""
+    out = [FailedTest(e.nodeid or ".", (e.nodeid or ".").split("::", 1)[0], "collection", "collect-error",
+                      e.detail_dict.get("reason"), e.t - t0) for e in h.events(run_id, "collect_error")]
+    out += [FailedTest(str(n), str(f), str(w), str(o), r, float(s) - t0) for n, f, w, o, r, s in h.execute(
+        "SELECT nodeid, file, worker, outcome, reason, started FROM tests "
+        "WHERE run_id = ? AND outcome IN ('failed', 'error')", [run_id])]
+    return sorted(out, key=lambda x: x.start)
+
+
 def file_summaries(h: History, run_id: int) -> list[FileSummary]:
     agg: dict[str, dict[str, Any]] = {}
     for r in h.files(run_id):

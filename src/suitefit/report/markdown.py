@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 from suitefit.model import predicted
 from suitefit.report.queries import RunView, file_deltas
+from suitefit.summary import SHOWN_FAILURES
 from suitefit.units import fmt_mb, fmt_s
 
 TOP = 5
@@ -63,6 +64,13 @@ def render_markdown(v: RunView) -> str:
         lines += ["", f"**{'Worker died: ' + who if who else 'The run crashed'}.**"]
         if c.inflight:
             lines.append("In flight: " + ", ".join(f"{_code(n)} on {w}" for w, n in c.inflight[:10]))
+    if v.failed:
+        shown = v.failed[:SHOWN_FAILURES]
+        lines += ["", f"Failed ({len(v.failed):,}):", ""]
+        lines += _table(["test", "reason", "worker", "file"],
+                        [[_code(f.nodeid), f.reason or f.outcome, f.worker, _code(f.file)] for f in shown])
+        if len(v.failed) > len(shown):
+            lines += ["", f"… and {len(v.failed) - len(shown):,} more (the HTML report lists them)."]
     if v.peak is not None and v.peak_tests:
         names = ", ".join(_code(t.nodeid) for t in v.peak_tests[:TOP])
         more = f" and {len(v.peak_tests) - TOP} more" if len(v.peak_tests) > TOP else ""
