@@ -36,8 +36,8 @@ def test_first_run_says_its_prediction_is_a_guess(tmp_path: Path) -> None:
     plan_line = next(ln for ln in run.stderr.splitlines() if ln.startswith("suitefit: plan:"))
     assert "guessed wall" in plan_line and "predicted" not in plan_line
     closing = next(ln for ln in run.stdout.splitlines() + run.stderr.splitlines()
-                   if re.match(r"suitefit: run \d+: wall", ln))
-    assert "guessed wall" in closing and "guessed peak" in closing and "predicted" not in closing
+                   if re.match(r"suitefit: run \d+: command", ln))
+    assert "guessed wall" in closing and "and peak" in closing and "predicted" not in closing
     md = suitefit("report", "--markdown", cwd=tmp_path)
     assert "guessed wall" in md.stdout and "nothing measured yet" in md.stdout
     html = suitefit("report", "-o", "-", cwd=tmp_path).stdout

@@ -173,10 +173,17 @@ class RunSide:
                   5: "no-tests"}.get(exitstatus, "error")
         tr = self.config.pluginmanager.get_plugin("terminalreporter")
         collect_errors = 0
+        outcomes: dict[str, int] | None = None
         if tr is not None:
+            from suitefit.summary import pytest_outcomes
+
             collect_errors = sum(1 for r in tr.stats.get("error", []) if getattr(r, "when", None) in (None, "collect"))
+            outcomes = pytest_outcomes(tr.stats)
         if collect_errors and n_tests == 0:
             status = "collect-error"
+        if outcomes is None:  # no terminal reporter (-p no:terminal): our own rows, one outcome per test
+            outcomes = {k: v for k, v in counts.items() if v}
+            outcomes["error"] = outcomes.get("error", 0) + collect_errors
         h.update_run(
             self.run_id,
             status=status,
@@ -186,27 +193,36 @@ class RunSide:
             cpu_s=cpu,
             workers=n_workers,
             collected=n_tests,
-            passed=counts.get("passed", 0),
-            failed=counts.get("failed", 0),
-            skipped=counts.get("skipped", 0),
-            errors=counts.get("error", 0) + collect_errors,
+            passed=outcomes.get("passed", 0),
+            failed=outcomes.get("failed", 0),
+            skipped=outcomes.get("skipped", 0),
+            errors=outcomes.get("error", 0),
             peak_rss_mb=peak or None,
             peak_pss_mb=self.recorder.peak_pss,
             peak_procs=self.recorder.peak_procs or None,
             secs_above=self.recorder.secs_above,
         )
+        h.merge_run_meta(self.run_id, outcomes=outcomes)
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         write_summary(terminalreporter, self.history, self.run_id)
 
 
 def write_summary(tr: Any, h: History, run_id: int, top: int = 5) -> None:
-    from suitefit.summary import SHOWN_FAILURES, failed_tests, file_summaries, fixture_summaries
+    from suitefit.summary import (
+        SHOWN_FAILURES,
+        failed_tests,
+        file_summaries,
+        fixture_summaries,
+        outcome_words,
+        run_outcomes,
+    )
 
     run = h.run(run_id)
     tr.section(f"suitefit run {run_id}", sep="-")
     tr.write_line(
-        f"wall {fmt_s(run.wall_s)}, tree peak RSS {fmt_mb(run.peak_rss_mb)}"
+        f"session {fmt_s(run.wall_s)} (suitefit's start in pytest to the end of the last test), "
+        f"tree peak RSS {fmt_mb(run.peak_rss_mb)}"
         + (f" (PSS {fmt_mb(run.peak_pss_mb)})" if run.peak_pss_mb else "")
         + f", {run.peak_procs or 0} processes at most"
         + (f", {run.secs_above:.1f} s above {fmt_mb(run.threshold_mb)}" if run.threshold_mb else "")
@@ -250,6 +266,9 @@ def write_summary(tr: Any, h: History, run_id: int, top: int = 5) -> None:
     if over or waits:
         tr.write_line(f"memory admission: {len(waits)} wait(s); {len(over)} unit(s) ran alone over the budget"
                       + "".join(f"; {e.nodeid}" for e in over[:3]))
+    said = run_outcomes(run)
+    if said is not None:
+        tr.write_line(f"recorded outcomes: {outcome_words(said)} (as pytest counts them: reports, not tests)")
     tr.write_line(f"history: {h.path} (suitefit history / suitefit report {run_id})")
 
 

@@ -17,6 +17,7 @@ from typing import Any
 
 from suitefit import __version__
 from suitefit.report import svg
+from suitefit.report.markdown import outcome_text
 from suitefit.report.queries import (
     FileDelta,
     Marker,
@@ -133,19 +134,15 @@ def _when(epoch: float | None) -> str:
 
 def _summary(v: RunView) -> str:
     r = v.run
-    counts = v.outcome_counts()
-    tests = (f"{r.collected:,} collected" if r.collected is not None else f"{len(v.tests):,} recorded")
-    parts = [(k, getattr(r, k)) for k in ("passed", "failed", "skipped", "errors")]
-    shown = [f"{n:,} {k}" for k, n in parts if n]
-    if not shown and counts:
-        shown = [f"{n:,} {k}" for k, n in sorted(counts.items())]
+    ran = f"{len(v.tests):,} tests ran" if v.tests else "no test ran"
     pairs = [
         ("status", f"{r.status}" + (f" (exit {r.exit_code})" if r.exit_code is not None else "")),
         ("kind", r.kind),
         ("started", _when(r.started)),
-        ("wall time", fmt_s(r.wall_s) if r.wall_s is not None else f"{fmt_s(v.duration_s)} (last record)"),
+        ("session wall", fmt_s(r.wall_s) if r.wall_s is not None else f"{fmt_s(v.duration_s)} (last record)"),
         ("CPU time", fmt_s(r.cpu_s)),
-        ("tests", tests + (": " + ", ".join(shown) if shown else "")),
+        ("tests", ran),
+        ("outcomes", outcome_text(v) or "-"),
         ("workers", str(r.workers or len(v.workers))),
         ("peak tree RSS", fmt_mb(v.peak_rss_mb)),
         ("peak tree PSS", fmt_mb(v.peak_pss_mb) if v.peak_pss_mb is not None else "not measured"),

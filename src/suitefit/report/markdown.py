@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from suitefit.model import predicted
 from suitefit.report.queries import RunView, file_deltas
-from suitefit.summary import SHOWN_FAILURES
+from suitefit.summary import SHOWN_FAILURES, outcome_words, run_outcomes
 from suitefit.units import fmt_mb, fmt_s
 
 TOP = 5
@@ -31,13 +31,20 @@ def _table(head: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
     return out
 
 
+def outcome_text(v: RunView) -> str:
+    """What pytest's summary line said (its outcomes, recorded by suitefit), else one outcome per test row."""
+    pytest_said = run_outcomes(v.run)
+    if pytest_said is not None:
+        return f"{outcome_words(pytest_said)} (as pytest counts: reports, not tests)"
+    rows = v.outcome_counts()
+    return (f"{outcome_words(rows)} (one outcome per test)" if rows else "")
+
+
 def render_markdown(v: RunView) -> str:
     r = v.run
     wall = fmt_s(r.wall_s) if r.wall_s is not None else "-"
-    lines = [f"### suitefit: run {r.id} ({r.kind}) {r.status} in {wall}", ""]
-    counts = [(k, getattr(r, k)) for k in ("passed", "failed", "skipped", "errors")]
-    tests = ", ".join(f"{n:,} {k}" for k, n in counts if n) or ", ".join(
-        f"{n:,} {k}" for k, n in sorted(v.outcome_counts().items()))
+    lines = [f"### suitefit: run {r.id} ({r.kind}) {r.status}, session {wall}", ""]
+    tests = outcome_text(v)
     mem = fmt_mb(v.peak_rss_mb) + " RSS"
     if v.peak_pss_mb is not None:
         mem += f", {fmt_mb(v.peak_pss_mb)} PSS"
