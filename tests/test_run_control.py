@@ -137,7 +137,7 @@ def test_suitefit_run_end_to_end_on_the_oldest_supported_pytest(tmp_path: Path) 
     ok = subprocess.run([*cmd, "--", "-p", "no:cacheprovider"], cwd=tmp_path, env=e, text=True,
                         capture_output=True, timeout=180)
     assert ok.returncode == 0, ok.stdout + ok.stderr
-    assert ok.stderr.strip().splitlines()[-1].startswith("suitefit: run 1: wall"), ok.stderr
+    assert ok.stderr.strip().splitlines()[-1].startswith("suitefit: run 1: command"), ok.stderr
     assert {r["worker"] for r in where(tmp_path)} == {"gw0", "gw1"}
     none = subprocess.run([*cmd, "--", "-p", "no:cacheprovider", "-k", "nothing_matches"], cwd=tmp_path, env=e,
                           text=True, capture_output=True, timeout=180)
