@@ -252,4 +252,8 @@ def load_costs_or_discover(cfg: Config, history_path: Path | None = None
     """
     discovered = discover_test_files(cfg)
     costs, found = load_cost_model(cfg, history_path, files=discovered)
+    if costs.runs_used and discovered and not {fc.path for fc in costs.files if fc.measured} & set(discovered):
+        # Paths found by name are relative to pyproject.toml's folder, measured ones to pytest's
+        # rootdir: where the two agree on no file at all, the found ones are not these files.
+        costs, found = load_cost_model(cfg, history_path)
     return costs, found, discovered
