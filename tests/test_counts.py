@@ -143,3 +143,12 @@ def test_an_interrupted_collection_counts_as_pytest_does(tmp_path: Path) -> None
                          cwd=root, capture_output=True, text=True, timeout=300)
     assert res.returncode == 2, res.stdout + res.stderr
     assert _check(root, res.stdout) == {"skipped": 1, "error": 1}
+
+
+def test_an_interrupt_after_tests_ran_is_not_called_a_collection_failure() -> None:
+    from suitefit.exits import explain_exit
+
+    said = explain_exit(2, "interrupted")  # `-x` under xdist: tests ran, then pytest stopped
+    assert said is not None and "collection failed" not in said and "interrupted" in said
+    said = explain_exit(2, "collect-error")
+    assert said is not None and "collection failed" in said
