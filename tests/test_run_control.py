@@ -110,7 +110,7 @@ def test_group_runs_on_one_worker_in_plan_order(tmp_path: Path) -> None:
     check_group_placement(tmp_path, res)
     with History(tmp_path / "h.sqlite") as h:
         run = h.runs(limit=1)[0]
-        admits = h.events(run.id, "sched_admit")
+        admits = h.events(run.id, "sched_send")
     assert {e.nodeid for e in admits} == {"group", *[f"tests/test_o{i}.py" for i in range(4)]}
 
 

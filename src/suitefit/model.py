@@ -22,6 +22,9 @@ class FileCost:
     cpu_s: float = 0.0
     fixtures: tuple[str, ...] = ()  # session/package-scoped fixtures it uses, directly or not
     measured: bool = True  # False: never seen, a stated default
+    last_s: float = 0.0  # its last test's time (an xdist worker holds that test until a next unit)
+    setup_s: float = 0.0  # module/class fixture setup inside it: paid again by each chunk of it
+    trusted: bool = True  # False: measured only in runs where its tests timed out, crashed or stopped
 
 
 @dataclass(frozen=True)
@@ -71,6 +74,7 @@ class CostModel:
     serial_peak_mb: float | None = None  # peak of the whole tree in a serial run, if one was measured
     runs_used: int = 0  # how many recorded runs fed this model (0: defaults only)
     declared_groups: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # [tool.suitefit] groups
+    release: bool | tuple[str, ...] = False  # early fixture release: off, on, or these names
     notes: tuple[str, ...] = ()  # defaults taken and why
 
 
@@ -95,6 +99,8 @@ class Unit:
     peak_mb: float  # predicted peak above the worker baseline, fixture memory included
     fixtures: tuple[str, ...] = ()
     reason: str = ""
+    last_s: float = 0.0  # predicted duration of its last test (xdist holds it until a next unit)
+    chunk: tuple[int, int] | None = None  # (k, n): only the k-th of n slices of its one file's tests
 
 
 @dataclass(frozen=True)
@@ -112,6 +118,12 @@ class Plan:
     warnings: tuple[str, ...] = ()
     # session/package fixtures the units name: what stays resident on a worker once set up
     fixtures: tuple[FixtureCost, ...] = ()
+    # what the scheduling core was given when it made the prediction; `suitefit run` gives
+    # it the same, so the run decides with the plan's own inputs
+    baseline_mb: float = 0.0  # one worker's baseline
+    fixed_mb: float = 0.0  # memory outside the workers (xdist's controller)
+    slow: float = 1.0  # every duration's stretch on this many workers
+    releasable: tuple[str, ...] = ()  # fixtures the core may release after their last user
     measured: Measured | None = None  # how much of it rests on measurements (None: not said)
 
     def to_json(self) -> dict[str, Any]:
@@ -132,6 +144,8 @@ class Plan:
                 peak_mb=float(u["peak_mb"]),
                 fixtures=tuple(u.get("fixtures", ())),
                 reason=u.get("reason", ""),
+                last_s=float(u.get("last_s", 0.0)),
+                chunk=(int(u["chunk"][0]), int(u["chunk"][1])) if u.get("chunk") else None,
             )
             for u in d["units"]
         )
@@ -154,6 +168,10 @@ class Plan:
             placement={k: tuple(v) for k, v in d.get("placement", {}).items()},
             shard=(int(shard[0]), int(shard[1])) if shard else None,
             warnings=tuple(d.get("warnings", ())),
+            baseline_mb=float(d.get("baseline_mb", 0.0)),
+            fixed_mb=float(d.get("fixed_mb", 0.0)),
+            slow=float(d.get("slow", 1.0)),
+            releasable=tuple(d.get("releasable", ())),
             fixtures=tuple(
                 FixtureCost(
                     name=f["name"],
@@ -187,7 +205,7 @@ class Measured:
     @classmethod
     def of(cls, plan: Plan, costs: CostModel) -> Measured:
         by_path = {fc.path: fc for fc in costs.files}
-        files = [f for u in plan.units for f in u.files]
+        files = list(dict.fromkeys(f for u in plan.units for f in u.files))  # a chunked file once
         known = [by_path[f] for f in files if f in by_path and by_path[f].measured]
         work = sum(by_path[f].wall_s for f in files if f in by_path)
         return cls(files=len(known), planned=len(files), measured_s=sum(fc.wall_s for fc in known),

@@ -43,7 +43,6 @@ class RunControl:
         self.worker_pids: dict[str, int] = {}
         self.worker_tree: dict[str, list[int]] = {}
         self.worker_mb: dict[str, float] = {}
-        self.worker_low_mb: dict[str, float] = {}  # each worker's lowest reading: its idle floor
         self.sched: Any = None
         self.dead: list[dict[str, Any]] = []
         sampler.subscribe(self._on_sample)
@@ -60,8 +59,7 @@ class RunControl:
                 pids = proctree.tree(pid)
                 if proctree.rss_mb(pid) > 0:
                     self.worker_tree[wid] = pids
-                    mb = self.worker_mb[wid] = proctree.sum_rss_mb(pids)
-                    self.worker_low_mb[wid] = min(self.worker_low_mb.get(wid, mb), mb)
+                    self.worker_mb[wid] = proctree.sum_rss_mb(pids)
         else:  # single process: it is the worker
             self.worker_mb["main"] = s.rss_mb
         self.journal.update_memory(dict(self.worker_mb), s.rss_mb)
@@ -102,8 +100,7 @@ class RunControl:
 
         numnodes = len(config.getoption("tx") or ())
         self.sched = SuitefitScheduling(config, log, self.plan, numnodes=numnodes, live=self.live,
-                                        journal=self.journal, on_decision=self._decision,
-                                        floor=lambda: self.worker_low_mb)
+                                        journal=self.journal, on_decision=self._decision)
         return self.sched
 
     def _decision(self, kind: str, worker: str, unit: str, reason: str) -> None:

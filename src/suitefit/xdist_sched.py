@@ -1,31 +1,34 @@
-"""The pytest-xdist scheduler that executes a suitefit plan.
+"""The pytest-xdist scheduler of `suitefit run`: a thin adapter over the scheduling core.
 
-xdist calls it with events (a node is ready, collected, finished a test, died);
-it places whole units (a file, or a group of files that must share a worker) in
-plan order, admitting each by live memory (``plan.admission``), and keeps an
-in-flight journal. Decisions come from the pure policy; this class only applies
-them and keeps the bookkeeping xdist expects (``xdist.scheduler`` protocol).
+xdist calls it with events (a node is ready, collected, finished a test, died); it turns
+them into the core's events (``plan.core.Core``, the same core that made the plan's
+prediction), applies the core's decisions (send a unit's tests, post a fixture release,
+shut a node down) and keeps the bookkeeping xdist expects (the ``xdist.scheduler``
+protocol). It decides nothing itself.
 
-An xdist worker runs a test only once it knows the next one (for teardown), so
-a worker needs two pending tests to be busy: a worker down to one is "about to
-go idle" and is the moment its next unit is chosen.
+An xdist worker runs a test only once it knows the next one (for teardown), so a worker
+needs two pending tests to be busy: a worker down to one holds it, and that is when it
+asks the core for its next unit.
 """
 
 from __future__ import annotations
 
-import statistics
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from suitefit import timing
 from suitefit.measure.journal import Journal
 from suitefit.model import Plan, Unit
-from suitefit.plan.admission import Admit, Wait, choose_next
+from suitefit.plan.core import Core, Decision, Release, Send, Shutdown, Wait
 
 LiveMemory = Callable[[], tuple[float, dict[str, float]]]  # (tree MiB, worker id -> its tree MiB)
 DecisionSink = Callable[[str, str, str, str], None]  # kind, worker, unit, reason
+
+
+class ReleasePoster(Protocol):
+    def post(self, worker: str, after_nodeid: str, fixtures: Sequence[str]) -> None: ...
 
 
 def file_of(nodeid: str) -> str:
@@ -38,13 +41,23 @@ class _Assigned:
     indices: list[int]
     left: set[int] = field(default_factory=set)
     started: bool = False
-    start_mb: float = 0.0
+
+
+def chunk_of(indices: list[int], chunk: tuple[int, int] | None) -> list[int]:
+    """The k-th of n contiguous slices of a file's tests (as even as the count allows)."""
+    if chunk is None:
+        return indices
+    k, n = chunk
+    size, extra = divmod(len(indices), n)
+    lo = (k - 1) * size + min(k - 1, extra)
+    hi = lo + size + (1 if k <= extra else 0)
+    return indices[lo:hi]
 
 
 class SuitefitScheduling:
     def __init__(self, config: Any, log: Any, plan: Plan, *, numnodes: int, live: LiveMemory,
                  journal: Journal | None = None, on_decision: DecisionSink | None = None,
-                 floor: Callable[[], dict[str, float]] | None = None) -> None:
+                 releases: ReleasePoster | None = None) -> None:
         self.config = config
         self.log = log
         self.plan = plan
@@ -52,21 +65,26 @@ class SuitefitScheduling:
         self.live = live
         self.journal = journal
         self.on_decision = on_decision or (lambda *a: None)
-        self.budget_mb: float | None = plan.budget.memory_mb or None
-        self._fixture_mb = {f.name: f.mb for f in plan.fixtures}  # stays resident once set up
-        self._node_fixtures: dict[Any, set[str]] = {}  # fixtures of the units a node was given
-        self.floor = floor or (lambda: {})  # worker id -> its lowest measured memory (its idle floor)
+        self.releases = releases
+        self.core = Core(plan.units, plan.fixtures, budget_mb=plan.budget.memory_mb or None,
+                         baseline_mb=plan.baseline_mb, fixed_mb=plan.fixed_mb,
+                         releasable=plan.releasable if releases is not None else (),
+                         slow=plan.slow)
+        self._t0 = timing.monotonic()
         self.node2collection: dict[Any, list[str]] = {}
         self.node2pending: dict[Any, list[int]] = {}
         self.node2units: dict[Any, deque[_Assigned]] = {}
+        self._by_id: dict[str, Any] = {}
         self.collection: list[str] | None = None
-        self.pending_units: list[Unit] = []
-        self.unit_indices: dict[str, list[int]] = {}
+        self._by_file: dict[str, list[int]] = {}
+        self._explicit: dict[str, list[int]] = {}  # units whose tests are given, not by file
         self.placement: dict[str, list[str]] = {}
         self._shutdown: set[Any] = set()
-        self._waiting: dict[Any, str] = {}
         self._scheduled = False
         self.stopping = False  # a worker died and restarts are off: withdraw queued work
+
+    def _now(self) -> float:
+        return timing.monotonic() - self._t0
 
     # -- the Scheduling protocol ---------------------------------------------------------
 
@@ -81,20 +99,22 @@ class SuitefitScheduling:
 
     @property
     def tests_finished(self) -> bool:
-        if not self.collection_is_completed or self.pending_units:
+        # xdist shuts every node down once this is true, which also releases each node's
+        # held last test: only once the core has nothing left to place
+        if not self.collection_is_completed or self.core.pending:
             return False
-        # xdist shuts every worker down once this is true, which releases each worker's
-        # held last test at once: not while one is still held back for memory (_may_release).
         return all(not p or (len(p) == 1 and n in self._shutdown) for n, p in self.node2pending.items())
 
     @property
     def has_pending(self) -> bool:
-        return bool(self.pending_units) or any(self.node2pending.values())
+        return bool(self.core.pending) or any(self.node2pending.values())
 
     def add_node(self, node: Any) -> None:
         assert node not in self.node2pending
         self.node2pending[node] = []
         self.node2units[node] = deque()
+        self._by_id[node.gateway.id] = node
+        self.core.worker_up(node.gateway.id)
 
     def add_node_collection(self, node: Any, collection: Sequence[str]) -> None:
         if self.collection is not None and list(collection) != self.collection:
@@ -113,28 +133,44 @@ class SuitefitScheduling:
         if self.collection is None:
             self.collection = list(collection)
 
+    def schedule(self) -> None:
+        assert self.collection_is_completed
+        if self._scheduled:
+            return
+        self._scheduled = True
+        if self.collection is None:
+            return
+        for i, nodeid in enumerate(self.collection):
+            self._by_file.setdefault(file_of(nodeid), []).append(i)
+        for note in self.core.reconcile(list(self._by_file)):
+            self.on_decision("note", "-", "-", note)
+        self._ask_all()
+
     def mark_test_complete(self, node: Any, item_index: int, duration: float = 0) -> None:
         pending = self.node2pending[node]
         pending.remove(item_index)
+        wid = node.gateway.id
         units = self.node2units[node]
         for a in list(units):
             if item_index in a.left:
                 a.left.discard(item_index)
                 if not a.left:
                     units.remove(a)
-                    self.on_decision("done", node.gateway.id, a.unit.name, "")
+                    self.core.done(wid, a.unit.name, self._now())
+                    self.on_decision("done", wid, a.unit.name, "")
                 break
         self._note_running(node)
-        self._fill_all(first=node)
+        self._ask(node)
+        self._ask_waiting()
 
     def mark_test_pending(self, item: str) -> None:
         assert self.collection is not None
         idx = self.collection.index(item)
         unit = Unit(name=f"rerun:{item}", files=(file_of(item),), wall_s=0.0, peak_mb=0.0,
                     reason="put back by a plugin")
-        self.unit_indices[unit.name] = [idx]
-        self.pending_units.insert(0, unit)
-        self._fill_all()
+        self._explicit[unit.name] = [idx]
+        self.core.requeue(unit)
+        self._ask_all()
 
     def remove_pending_tests_from_node(self, node: Any, indices: Sequence[int]) -> None:
         """The worker gave back tests we asked for (only when the run is being stopped)."""
@@ -150,9 +186,9 @@ class SuitefitScheduling:
             self.withdraw(node)
 
     def withdraw(self, node: Any) -> None:
-        """Take back the tests queued on ``node`` behind the one it runs and the next."""
+        """Stop the run: nothing new is placed; take back what ``node`` queued behind its next test."""
         self.stopping = True
-        self.pending_units.clear()
+        self.core.stop()
         pending = self.node2pending.get(node, [])
         if len(pending) > 2:
             node.send_steal(pending[2:])  # the worker answers with `unscheduled`
@@ -162,178 +198,111 @@ class SuitefitScheduling:
         units = self.node2units.pop(node)
         self.node2collection.pop(node, None)
         self._shutdown.discard(node)
-        self._waiting.pop(node, None)
+        wid = node.gateway.id
+        self._by_id.pop(wid, None)
+        self.core.worker_down(wid)
         if self.journal is not None:
-            self.journal.done(node.gateway.id)
+            self.journal.done(wid)
         if not pending:
+            self._ask_waiting()
             return None
         assert self.collection is not None
         crashitem = self.collection[pending[0]]
-        # Units it held go back to the front, minus the test it died in (xdist reports that one).
+        # What it held goes back first, minus the test it died in (xdist reports that one).
         for a in reversed(units):
             rest = [i for i in a.indices if i in a.left and i != pending[0]]
             if rest:
-                name = f"{a.unit.name}:requeued"
-                self.unit_indices[name] = rest
-                self.pending_units.insert(0, Unit(name, a.unit.files, a.unit.wall_s, a.unit.peak_mb,
-                                                  a.unit.fixtures, "requeued after its worker died"))
-        self._fill_all()
+                u = a.unit
+                name = f"{u.name}:requeued"
+                self._explicit[name] = rest
+                self.core.requeue(Unit(name, u.files, u.wall_s, u.peak_mb, u.fixtures,
+                                       "requeued after its worker died", u.last_s))
+        self._ask_waiting()
         return crashitem
 
-    def schedule(self) -> None:
-        assert self.collection_is_completed
-        if self._scheduled:
+    # -- asking the core and applying its decisions -------------------------------------
+
+    def _indices(self, unit: Unit) -> list[int]:
+        if unit.name in self._explicit:
+            return self._explicit.pop(unit.name)
+        if unit.chunk is not None:
+            return chunk_of(self._by_file.get(unit.files[0], []), unit.chunk)
+        return [i for f in unit.files for i in self._by_file.get(f, [])]
+
+    def _ask_all(self) -> None:
+        for node in list(self.node2pending):
+            self._ask(node)
+
+    def _ask_waiting(self) -> None:
+        for wid in self.core.waiting():
+            node = self._by_id.get(wid)
+            if node is not None:
+                self._ask(node)
+
+    def _ask(self, node: Any) -> None:
+        """A node with fewer than two pending tests needs its next unit: the core says which."""
+        if not self._scheduled or node in self._shutdown or node not in self.node2pending:
             return
-        self._scheduled = True
-        if self.collection is None:
-            return
-        self.pending_units = self._units_for(self.collection)
-        self._fill_all()
-
-    # -- placing units -------------------------------------------------------------------
-
-    def _units_for(self, collection: list[str]) -> list[Unit]:
-        """Plan units mapped to the collected tests; files the plan does not know go first."""
-        by_file: dict[str, list[int]] = {}
-        for i, nodeid in enumerate(collection):
-            by_file.setdefault(file_of(nodeid), []).append(i)
-        placed: set[str] = set()
-        units: list[Unit] = []
-        for u in self.plan.units:
-            files = [f for f in u.files if f in by_file and f not in placed]
-            if not files:
-                continue
-            placed.update(files)
-            self.unit_indices[u.name] = [i for f in files for i in by_file[f]]
-            units.append(u)
-        peaks = [u.peak_mb for u in self.plan.units] or [0.0]
-        unknown = [f for f in by_file if f not in placed]
-        extra = []
-        for f in unknown:
-            name = f"new:{f}"
-            self.unit_indices[name] = by_file[f]
-            extra.append(Unit(name, (f,), 0.0, statistics.median(peaks),
-                              reason="not in the plan (never measured): runs early at a median cost"))
-            self.on_decision("unplanned", "-", name, "not in the plan: median predicted peak")
-        return extra + units
-
-    def _running(self, node: Any) -> bool:
-        n = len(self.node2pending.get(node, ()))
-        return n >= 2 or (n >= 1 and node in self._shutdown)
-
-    def _others_busy(self, node: Any) -> bool:
-        return any(self._running(n) for n in self.node2pending if n is not node)
-
-    def _reserved(self, except_node: Any, worker_mb: dict[str, float]) -> float:
-        """Predicted peaks other workers hold that their live memory does not show yet."""
-        total = 0.0
-        for node, units in self.node2units.items():
-            if node is except_node:
-                continue
-            now = worker_mb.get(node.gateway.id, 0.0)
-            for a in units:
-                total += max(0.0, a.unit.peak_mb - (now - a.start_mb)) if a.started else a.unit.peak_mb
-        return total
-
-    def _leaves_before_next(self, node: Any, worker_mb: dict[str, float]) -> float:
-        """Memory this node's running unit added that is gone before a unit queued behind it starts.
-
-        A worker runs one test at a time, so the unit queued now starts only after the
-        running one's last teardown: what the worker holds above its lowest measured
-        memory, less the session fixtures its units leave resident (the plan's
-        ``fixtures``), does not stand beside the queued unit. Without this a worker holding
-        a hog could never queue the next hog, and under a tight budget hogs were left for
-        the end instead of running back to back. The lowest reading, not the reading when
-        the unit started: that one can still show the previous unit, freed since (the
-        samples are 0.1 s apart). A unit the plan never measured keeps its growth counted.
-        """
-        wid = node.gateway.id
-        now = worker_mb.get(wid, 0.0)
-        running = next((a for a in self.node2units.get(node, ()) if a.started and a.left), None)
-        low = self.floor().get(wid)
-        if running is None or running.unit.name.startswith("new:") or low is None:
-            return 0.0
-        resident = sum(self._fixture_mb.get(f, 0.0) for f in self._node_fixtures.get(node, ()))
-        return max(0.0, now - low - resident)
-
-    def _fill_all(self, first: Any = None) -> None:
-        order = [first] if first is not None and first in self.node2pending else []
-        order += [n for n in self.node2pending if n is not first]
-        for node in order:
-            self._fill(node)
-        if not self.pending_units and self._scheduled:
-            for node in list(self.node2pending):
-                if node not in self._shutdown and self._may_release(node):
-                    self._shutdown.add(node)
-                    node.shutdown()
-                    self._note_running(node)  # its last queued test now runs
-
-    def _may_release(self, node: Any) -> bool:
-        """May ``node`` be shut down now, which also lets it run the one test it holds?
-
-        A worker with a single pending test holds it until it gets a next one or is shut
-        down. That test is a unit's (last) test and may be a hog: shutting every worker down
-        at once released held hogs together, over the budget. So a held unit is released
-        like any admission: when it fits beside what runs, or when nothing else runs (then
-        it runs alone). Workers running two or more queued tests, or none, go at once.
-        """
-        pending = self.node2pending.get(node, [])
-        if len(pending) != 1 or self.budget_mb is None:
-            return True
-        held = next((a for a in self.node2units.get(node, ()) if pending[0] in a.left), None)
-        if held is None or held.started:
-            return True
-        tree_mb, worker_mb = self.live()
-        others_busy = self._others_busy(node)
-        room = self.budget_mb - tree_mb - self._reserved(node, worker_mb)
-        if held.unit.peak_mb <= room or not others_busy:
-            return True
-        if self._waiting.get(node) != "release":
-            self._waiting[node] = "release"
-            self.on_decision("wait", node.gateway.id, held.unit.name,
-                             f"held back at the end: {held.unit.peak_mb:.0f} MiB predicted, {room:.0f} MiB free")
-        return False
-
-    def _fill(self, node: Any) -> None:
-        while len(self.node2pending[node]) < 2 and self.pending_units:
-            tree_mb, worker_mb = self.live()
-            others_busy = self._others_busy(node)
-            live_mb = tree_mb - self._leaves_before_next(node, worker_mb)
-            d = choose_next(self.pending_units, live_mb=live_mb, reserved_mb=self._reserved(node, worker_mb),
-                            budget_mb=self.budget_mb, others_busy=others_busy)
-            wid = node.gateway.id
-            if isinstance(d, Wait):
-                if self._waiting.get(node) != d.reason:
-                    self._waiting[node] = d.reason
-                    self.on_decision("wait", wid, self.pending_units[0].name, d.reason)
+        while len(self.node2pending[node]) < 2 and node not in self._shutdown:
+            if self.core.pending and self.plan.budget.memory_mb:
+                self.core.sample(*self.live())
+            holding = len(self.node2pending[node]) == 1
+            sent = self._apply(node, self.core.want(node.gateway.id, self._now(), holding=holding))
+            if not sent:
                 return
-            assert isinstance(d, Admit)
-            self._waiting.pop(node, None)
-            del self.pending_units[d.index]
-            indices = self.unit_indices[d.unit.name]
-            self.node2units[node].append(_Assigned(d.unit, indices, set(indices)))
-            self._node_fixtures.setdefault(node, set()).update(d.unit.fixtures)
-            self.node2pending[node].extend(indices)
-            self.placement.setdefault(wid, []).append(d.unit.name)
-            self.on_decision("over-budget" if d.over_budget else "admit", wid, d.unit.name, d.reason)
-            node.send_runtest_some(indices)
-            self._note_running(node, worker_mb)
 
-    def _note_running(self, node: Any, worker_mb: dict[str, float] | None = None) -> None:
-        """Mark the unit whose test this node now runs as started, and tell the journal."""
-        pending = self.node2pending.get(node)
-        if not pending or not self._running(node):
-            if self.journal is not None and not pending:
-                self.journal.done(node.gateway.id)
+    def _apply(self, node: Any, decisions: list[Decision]) -> bool:
+        """Carry out the core's decisions for ``node``; True if it got tests to run."""
+        wid = node.gateway.id
+        sent = False
+        for d in decisions:
+            if isinstance(d, Release):
+                self._post_release(node, d)
+            elif isinstance(d, Send):
+                indices = self._indices(d.unit)
+                self.on_decision("over-budget" if d.over_budget else "send", wid, d.unit.name, d.reason)
+                if not indices:  # nothing of it was collected: done at once
+                    self.core.done(wid, d.unit.name, self._now())
+                    sent = True
+                    continue
+                self.node2units[node].append(_Assigned(d.unit, indices, set(indices)))
+                self.node2pending[node].extend(indices)
+                self.placement.setdefault(wid, []).append(d.unit.name)
+                node.send_runtest_some(indices)
+                self._note_running(node)
+                sent = True
+            elif isinstance(d, Shutdown):
+                self.on_decision("shutdown", wid, "-", d.reason)
+                self._shutdown.add(node)
+                node.shutdown()
+                self._note_running(node)  # its held test now runs
+            elif isinstance(d, Wait):
+                self.on_decision("wait", wid, d.unit, d.reason)
+        return sent
+
+    def _post_release(self, node: Any, d: Release) -> None:
+        a = next((a for a in self.node2units[node] if a.unit.name == d.after), None)
+        if a is None or self.releases is None or self.collection is None:
             return
+        self.on_decision("release", d.worker, d.fixture, d.reason)
+        # posted before the next unit is sent: the worker runs the unit's last test (and
+        # its teardown, where the release happens) only once it has that next test
+        self.releases.post(d.worker, self.collection[a.indices[-1]], [d.fixture])
+
+    def _note_running(self, node: Any) -> None:
+        """Tell the core and the journal which test this node runs now."""
+        pending = self.node2pending.get(node)
+        wid = node.gateway.id
+        if not pending:
+            if self.journal is not None:
+                self.journal.done(wid)
+            return
+        if len(pending) < 2 and node not in self._shutdown:
+            return  # it holds that test: it is not running yet
         head = pending[0]
-        for a in self.node2units[node]:
-            if head in a.left:
-                if not a.started:
-                    a.started = True
-                    if worker_mb is None:
-                        worker_mb = self.live()[1]
-                    a.start_mb = worker_mb.get(node.gateway.id, 0.0)
-                break
+        a = next((a for a in self.node2units[node] if head in a.left), None)
+        if a is not None and not a.started:
+            a.started = True
+            self.core.started(wid, a.unit.name, self._now())
         if self.journal is not None and self.collection is not None:
-            self.journal.start(node.gateway.id, self.collection[head], timing.wall())
+            self.journal.start(wid, self.collection[head], timing.wall())

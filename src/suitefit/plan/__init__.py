@@ -6,14 +6,14 @@ in (``suitefit.model``), plain data out, so it is property-tested and fast.
 
 from __future__ import annotations
 
-from suitefit.plan.dispatch import Dispatcher
+from suitefit.plan.core import Core
 from suitefit.plan.grouping import GroupingRules
 from suitefit.plan.planner import make_plan, plan_shards, shard_split
 from suitefit.plan.shards import ShardSplit, hash_shard
 from suitefit.plan.simulate import Simulation, simulate
 
 __all__ = [
-    "Dispatcher",
+    "Core",
     "GroupingRules",
     "ShardSplit",
     "Simulation",

@@ -140,8 +140,16 @@ def make_unit(name: str, files: Sequence[str], file_costs: Mapping[str, FileCost
     names = tuple(sorted(fx_names))
     wall += sum(fixtures[n].setup_s for n in names)
     peak = own_peak + sum(fixtures[n].mb for n in names)
+    last = file_costs[files[-1]] if files else None
     return Unit(name=name, files=tuple(files), wall_s=wall, peak_mb=peak, fixtures=names,
-                reason=reason)
+                reason=reason, last_s=_last_test_s(last) if last else 0.0)
+
+
+def _last_test_s(fc: FileCost) -> float:
+    """How long a file's last test holds its worker: measured, else an even share."""
+    if fc.last_s > 0:
+        return min(fc.last_s, fc.wall_s)
+    return fc.wall_s / fc.tests if fc.tests > 0 else 0.0
 
 
 def lpt_parts(files: Sequence[str], walls: Mapping[str, float], m: int) -> list[list[str]]:

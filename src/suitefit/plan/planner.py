@@ -19,6 +19,7 @@ from suitefit.plan.grouping import (
     PERSISTENT_SCOPES,
     GroupingRules,
     build_units,
+    expensive_why,
     find_groups,
     order_units,
     single_units,
@@ -58,6 +59,17 @@ def _file_costs(costs: CostModel) -> tuple[dict[str, FileCost], list[str]]:
         notes.append(f"{len(set(missing))} declared file(s) never measured: default "
                      f"{fmt_s(s)} / {fmt_mb(mb)} each ({src})")
     return fcs, notes
+
+
+def releasable_fixtures(fixtures: Sequence[FixtureCost], rules: GroupingRules,
+                        setting: bool | tuple[str, ...]) -> frozenset[str]:
+    """Fixtures the core may tear down after their last user on a worker: expensive ones only."""
+    if setting is False:
+        return frozenset()
+    named = None if setting is True else set(setting)
+    return frozenset(f.name for f in fixtures
+                     if expensive_why(f, rules) and (named is None or f.name in named)
+                     and not getattr(f, "autouse", False))
 
 
 def _validate(budget: Budget) -> None:
@@ -109,6 +121,7 @@ def _plan_one(costs: CostModel, budget: Budget, rules: GroupingRules,
     worker = costs.worker
 
     singles = single_units(groups, fcs, fixtures)
+    releasable = releasable_fixtures(plan_fixtures, rules, costs.release)
 
     def evaluate(w: int, best_wall_s: float | None = None, split: bool = True) -> Candidate:
         units, greasons = build_units(groups, fcs, fixtures, workers=w, lane_s=total / w,
@@ -122,10 +135,10 @@ def _plan_one(costs: CostModel, budget: Budget, rules: GroupingRules,
         controller_mb = worker.baseline_mb if w >= 2 else 0.0
         controller_s = worker.startup_s if w >= 2 else 0.0
         sim = simulate(tmp, startup_s=worker.startup_s, baseline_mb=worker.baseline_mb,
-                       budget_mb=budget.memory_mb - controller_mb, cpus=budget.cpus,
-                       stop_on_warning=best_wall_s is not None,
+                       budget_mb=budget.memory_mb, fixed_mb=controller_mb, cpus=budget.cpus,
+                       releasable=releasable, stop_on_warning=best_wall_s is not None,
                        give_up_after_s=None if best_wall_s is None else 1.5 * best_wall_s)
-        sim = replace(sim, peak_mb=sim.peak_mb + controller_mb, wall_s=sim.wall_s + controller_s)
+        sim = replace(sim, wall_s=sim.wall_s + controller_s)
         cand = Candidate(w, ordered, sim, tuple(greasons))
         if split and not sim.fits and groups.fixture_groups:
             # Splitting a group for time puts its fixtures on several workers at once: if
@@ -183,6 +196,10 @@ def _plan_one(costs: CostModel, budget: Budget, rules: GroupingRules,
         shard=shard,
         warnings=sim.warnings,
         fixtures=plan_fixtures,
+        baseline_mb=worker.baseline_mb,
+        fixed_mb=worker.baseline_mb if chosen.workers >= 2 else 0.0,
+        slow=max(1.0, chosen.workers / budget.cpus),
+        releasable=tuple(sorted(releasable)),
     )
 
 

@@ -1,25 +1,27 @@
-"""Predict a plan's wall time and peak memory by running its Dispatcher on a clock.
+"""Predict a plan's wall time and peak memory: the scheduling core on a simulated clock.
 
-Workers start together and are ready after ``startup_s`` (each imports the conftest
-and collects the suite); an idle worker asks the dispatcher for work whenever
-anything changes. More workers than CPUs share them: every duration stretches by
-``workers / cpus``. Fixture setup is paid once per worker: a unit whose fixture is
-already resident on its worker runs that much shorter.
+The same ``Core`` that ``suitefit run``'s xdist scheduler drives decides here; only the
+clock and the workers are simulated. Workers start together and are ready after
+``startup_s``. A worker asks for its next unit when it reaches its current unit's last
+test and holds that test until it gets an answer (as an xdist worker does); a ``Wait``
+costs real simulated time. Every duration stretches by ``slow`` (workers sharing CPUs,
+measured or ``workers / cpus``). Fixture setup is paid once per worker while the fixture
+stays resident there: a unit whose fixture is already set up runs that much shorter.
 """
 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
 from suitefit.model import Plan, Unit
-from suitefit.plan.dispatch import Dispatcher
+from suitefit.plan.core import Core, Decision, Logged, Release, Send, Shutdown, Wait
 
 
 @dataclass(frozen=True)
 class Simulation:
-    """What the dispatcher would do: timings per unit, wall, peak, and why."""
+    """What the core would do: timings per unit, wall, peak, and why."""
 
     workers: int
     wall_s: float
@@ -28,8 +30,9 @@ class Simulation:
     spans: Mapping[str, tuple[str, float, float]]  # unit -> (worker, start, end)
     waited_s: Mapping[str, float]  # unit -> seconds it waited for memory
     warnings: tuple[str, ...] = ()
-    decisions: tuple[str, ...] = field(default=(), repr=False)
+    log: tuple[Logged, ...] = field(default=(), repr=False)
     complete: bool = True  # False: stopped early (a warning, or past ``give_up_after_s``)
+    releases: tuple[Release, ...] = ()
 
     @property
     def fits(self) -> bool:
@@ -40,77 +43,148 @@ def worker_names(n: int) -> list[str]:
     return [f"gw{i}" for i in range(n)]
 
 
-def simulate(plan: Plan, *, startup_s: float, baseline_mb: float, budget_mb: float,
-             cpus: int | None = None, log: bool = False, stop_on_warning: bool = False,
-             give_up_after_s: float | None = None) -> Simulation:
-    """Run ``plan`` through a fresh Dispatcher with predicted durations.
+@dataclass
+class _W:
+    unit: Unit | None = None  # running (or holding its last test)
+    start: float = 0.0
+    last: float = 0.0  # duration of its last test
+    next: Unit | None = None
+    held: bool = False  # at its last test, waiting for an answer
+    down: bool = False
+    resident: set[str] = field(default_factory=set)
+    release: set[str] = field(default_factory=set)  # released after the running unit
+
+
+def simulate(plan: Plan, *, startup_s: float, baseline_mb: float, budget_mb: float | None,
+             cpus: int | None = None, slow: float | None = None, fixed_mb: float = 0.0,
+             releasable: Collection[str] = (), names: list[str] | None = None, log: bool = False,
+             stop_on_warning: bool = False, give_up_after_s: float | None = None) -> Simulation:
+    """Run ``plan`` through a fresh ``Core`` with predicted durations.
 
     ``stop_on_warning`` / ``give_up_after_s`` end a simulation early once it cannot
     win (the worker search uses them); the result then says ``complete=False``.
     """
     n = max(1, plan.workers)
-    names = worker_names(n)
-    slow = max(1.0, n / cpus) if cpus else 1.0
-    disp = Dispatcher(plan, names, budget_mb, baseline_mb, log=log)
+    names = names or worker_names(n)
+    if slow is None:
+        slow = max(1.0, n / cpus) if cpus else 1.0
+    core = Core(plan.units, plan.fixtures, budget_mb=budget_mb, baseline_mb=baseline_mb,
+                fixed_mb=fixed_mb, releasable=releasable, slow=slow, log=log)
+    for w in names:
+        core.worker_up(w)
     setup = {f.name: f.setup_s for f in plan.fixtures}
-    held: dict[str, set[str]] = {w: set() for w in names}
-    t = startup_s * slow
-    peak = disp.predicted_mb
-    idle = list(names)
-    events: list[tuple[float, int, str, Unit]] = []
+    ws = {w: _W() for w in names}
+    events: list[tuple[float, int, str, str]] = []
     seq = 0
     placement: dict[str, list[str]] = {w: [] for w in names}
     spans: dict[str, tuple[str, float, float]] = {}
-    blocked_since: dict[str, float] = {}
-    waited: dict[str, float] = {}
-    while True:
-        still_idle = []
-        failed: set[frozenset[str]] = set()  # memory only tightens within a round: a no stays no
-        for w in idle:
-            key = frozenset(held[w])
-            u = None if key in failed else disp.next_unit(w, 0.0)
-            if u is None:
-                failed.add(key)
-                still_idle.append(w)
-                continue
-            dur = u.wall_s - sum(setup.get(f, 0.0) for f in u.fixtures if f in held[w])
-            end = t + max(dur, 0.0) * slow
-            heapq.heappush(events, (end, seq, w, u))
-            seq += 1
-            placement[w].append(u.name)
-            spans[u.name] = (w, t, end)
-            if u.name in blocked_since:
-                waited[u.name] = t - blocked_since.pop(u.name)
-            peak = max(peak, disp.predicted_mb)
-        idle = still_idle
-        if (stop_on_warning and disp.warnings) or (give_up_after_s is not None and t > give_up_after_s):
-            return Simulation(n, float("inf") if disp.warnings else t, peak,
-                              {w: tuple(v) for w, v in placement.items()}, spans, waited,
-                              tuple(disp.warnings), tuple(disp.decisions), complete=False)
-        b = disp.blocked
-        if b is not None and b not in blocked_since:
-            blocked_since[b] = t
-        if not events:
-            if disp.finished:
-                break
-            raise AssertionError("dispatcher made no progress with nothing running")  # a bug
-        t, _, w, u = heapq.heappop(events)
-        disp.unit_done(w, u.name)
-        held[w].update(u.fixtures)
-        idle.append(w)
-        while events and events[0][0] <= t:
-            _, _, w2, u2 = heapq.heappop(events)
-            disp.unit_done(w2, u2.name)
-            held[w2].update(u2.fixtures)
-            idle.append(w2)
-        idle.sort()
+    releases: list[Release] = []
+    waiting: list[str] = []
+    t = startup_s * slow
+    peak = core.predicted_mb
+    end_t = t
+
+    def push(at: float, kind: str, w: str) -> None:
+        nonlocal seq
+        heapq.heappush(events, (at, seq, kind, w))
+        seq += 1
+
+    def start(w: str, u: Unit, now: float) -> None:
+        st = ws[w]
+        core.started(w, u.name, now)
+        saved = sum(setup.get(f, 0.0) for f in u.fixtures if f in st.resident)
+        dur = max(0.0, u.wall_s - saved) * slow
+        st.unit, st.start, st.held = u, now, False
+        st.last = min(max(u.last_s, 0.0) * slow, dur)
+        st.resident.update(f for f in u.fixtures if f in setup)
+        spans[u.name] = (w, now, now + dur)
+        push(now + dur - st.last, "ask", w)
+
+    def apply(w: str, ds: list[Decision], now: float) -> bool:
+        st = ws[w]
+        decided = False
+        for d in ds:
+            if isinstance(d, Release):
+                releases.append(d)
+                st.release.add(d.fixture)
+            elif isinstance(d, Send):
+                placement[w].append(d.unit.name)
+                decided = True
+                if st.unit is None:
+                    start(w, d.unit, now)
+                else:
+                    st.next = d.unit
+            elif isinstance(d, Shutdown):
+                decided = True
+                st.down = True
+        if decided and st.unit is not None and st.held:
+            st.held = False
+            push(now + st.last, "end", w)
+        if decided and st.unit is None and st.down:
+            core.worker_down(w)
+        return decided
+
+    def ask(w: str, now: float) -> None:
+        nonlocal peak
+        if w in waiting:
+            waiting.remove(w)
+        if not apply(w, core.want(w, now, holding=ws[w].unit is not None), now):
+            waiting.append(w)
+        peak = max(peak, core.predicted_mb)
+
+    for w in names:
+        ask(w, t)
+    while events:
+        if (stop_on_warning and core.stats.warnings) or (give_up_after_s is not None and t > give_up_after_s):
+            return _result(n, float("inf") if core.stats.warnings else t, peak, placement, spans,
+                           core, releases, complete=False)
+        t, _, kind, w = heapq.heappop(events)
+        st = ws[w]
+        if kind == "ask":
+            st.held = True
+            ask(w, t)
+            continue
+        # "end": the unit's last test is done
+        assert st.unit is not None
+        u = st.unit
+        w_, s0, _ = spans[u.name]
+        spans[u.name] = (w_, s0, t)
+        core.done(w, u.name, t)
+        st.resident -= st.release
+        st.release = set()
+        st.unit = None
+        end_t = max(end_t, t)
+        if st.next is not None:
+            nxt, st.next = st.next, None
+            start(w, nxt, t)
+        elif st.down:
+            core.worker_down(w)
+        for w2 in list(waiting):
+            ask(w2, t)
+    if not core.finished:
+        raise AssertionError(f"the core made no progress: {core.pending} unit(s) pending, "
+                             f"workers waiting: {waiting}")  # a bug: the core must always progress
+    return _result(n, end_t, peak, placement, spans, core, releases)
+
+
+def _result(n: int, wall: float, peak: float, placement: Mapping[str, list[str]],
+            spans: Mapping[str, tuple[str, float, float]], core: Core, releases: list[Release],
+            complete: bool = True) -> Simulation:
+    waited = {u: max(0.0, spans[u][1] - t0) for u, t0 in core.stats.waited.items() if u in spans}
     return Simulation(
-        workers=n,
-        wall_s=t,
-        peak_mb=peak,
+        workers=n, wall_s=wall, peak_mb=peak,
         placement={w: tuple(v) for w, v in placement.items()},
-        spans=spans,
-        waited_s=waited,
-        warnings=tuple(disp.warnings),
-        decisions=tuple(disp.decisions),
+        spans=dict(spans), waited_s=waited, warnings=tuple(core.stats.warnings),
+        log=tuple(core.log or ()), complete=complete, releases=tuple(releases),
     )
+
+
+def describe(d: Decision) -> str:
+    """One line for a decision, as the plan and the run's log show it."""
+    if isinstance(d, Send):
+        return f"{d.worker}: {'ALONE over budget ' if d.over_budget else ''}send {d.unit.name} ({d.reason})"
+    if isinstance(d, Wait):
+        return f"{d.worker}: wait ({d.reason})"
+    if isinstance(d, Release):
+        return f"{d.worker}: release {d.fixture} after {d.after} ({d.reason})"
+    return f"{d.worker}: shutdown ({d.reason})"

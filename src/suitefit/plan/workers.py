@@ -142,8 +142,8 @@ def choose_workers(evaluate: Callable[[int, float | None], Candidate], budget: B
     if more is not None:
         if not more.sim.complete:
             line += (f"; {more.workers} would " + (
-                f"put a unit over the budget ({more.sim.warnings[0]}; that budget is what is left "
-                f"after xdist's controller, which holds a baseline of {fmt_mb(worker.baseline_mb)} too)"
+                f"put a unit over the budget ({more.sim.warnings[0]}; the tree includes xdist's "
+                f"controller, which holds a baseline of {fmt_mb(worker.baseline_mb)} too)"
                 if more.sim.warnings else f"take more than {fmt_s(more.sim.wall_s)}"))
         elif more.sim.fits:
             gain = (chosen.sim.wall_s - more.sim.wall_s) / chosen.sim.wall_s if chosen.sim.wall_s else 0

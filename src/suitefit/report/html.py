@@ -404,7 +404,7 @@ def _plan(v: RunView) -> str:
         for m in v.decisions:
             kinds[m.kind.removeprefix("sched_")] = kinds.get(m.kind.removeprefix("sched_"), 0) + 1
         out.append("<h3>Scheduler decisions</h3>" + _note(", ".join(f"{n:,} {k}" for k, n in sorted(kinds.items()))))
-        notable = [m for m in v.decisions if m.kind != "sched_admit"][:TOP_ROWS]
+        notable = [m for m in v.decisions if m.kind not in ("sched_send", "sched_done")][:TOP_ROWS]
         if notable:
             out.append(table([Col("at", num=True), Col("decision"), Col("worker"), Col("unit", mono=True),
                               Col("reason")],

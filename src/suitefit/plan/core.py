@@ -1,0 +1,616 @@
+"""The scheduling core: one state machine that both predicts a plan and executes it.
+
+``simulate.py`` drives it on a simulated clock to give the plan its predictions; the
+xdist scheduler (``xdist_sched.py``) drives it on xdist's events and only applies what
+it decides. Events in (a worker is up, wants work, started or finished a unit, a memory
+sample, a worker went down), typed decisions out (``Send``, ``Wait``, ``Release``,
+``Shutdown``), each with its reason. It sends nothing anywhere: PURE, like all of
+``plan/``.
+
+What it models, because xdist does it:
+
+- A worker runs a test only once it knows its next one (pytest tears a test down
+  with its ``nextitem``), so it asks for its next unit while it still *holds* the last
+  test of its current one. A held test does not run until the worker gets a next unit
+  or is shut down; while nothing fits, it waits, and that wait is real time.
+- Units on one worker run one after another: the memory a worker needs is the largest
+  of its queued units' peaks, plus the session/package fixtures resident on it, not
+  their sum.
+- A session/package fixture stays on its worker from its first user until the worker
+  ends, unless the core releases it after its last user there (``Release``).
+
+Memory admission: a unit goes to a worker only if the predicted tree (every worker's
+baseline, the fixtures resident on it, the largest unit it has queued, the controller)
+plus any memory the live tree shows beyond that prediction fits the budget. While the
+first unit in order waits for memory, smaller units may run beside it only if it still
+fits once they are done (small units cannot starve a hog), and a unit does not set up
+memory that stays resident if that would leave a waiting unit no room ever (the hog
+goes first). When no worker is running anything and nothing fits, the least harmful
+unit goes anyway (alone, with a warning if it is over the budget): the run always
+progresses.
+
+Order: units in plan order (longest first). A worker that asks while it still holds a
+long test, when another worker will be free sooner, takes the last unit that fits
+instead of the first: the long units go to whoever is free first (list scheduling by
+availability, which is what xdist's pipelining otherwise breaks).
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+import statistics
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from suitefit.model import FixtureCost, Unit
+from suitefit.units import fmt_mb, fmt_s
+
+DEFAULT_WALL_S = 1.0
+DEFAULT_PEAK_MB = 50.0
+NEGLIGIBLE_SHARE = 0.01  # a unit needing at most this share of the budget adds ~nothing
+
+
+# -- decisions ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Send:
+    """Queue ``unit`` on ``worker`` (behind what it holds)."""
+
+    worker: str
+    unit: Unit
+    reason: str
+    over_budget: bool = False
+
+
+@dataclass(frozen=True)
+class Wait:
+    """``worker`` gets nothing now: what is pending does not fit. It asks again on any change."""
+
+    worker: str
+    unit: str  # the unit it waits for
+    reason: str
+
+
+@dataclass(frozen=True)
+class Release:
+    """Tear ``fixture`` down on ``worker`` after the last test of ``after`` (its last user there)."""
+
+    worker: str
+    fixture: str
+    after: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Shutdown:
+    """No more work for ``worker``: it runs what it holds and ends."""
+
+    worker: str
+    reason: str
+
+
+Decision = Send | Wait | Release | Shutdown
+
+
+# -- state --------------------------------------------------------------------------------
+
+
+class _Slot:
+    __slots__ = ("end", "fx", "least", "own", "pos", "release", "start", "taken", "unit")
+
+    def __init__(self, unit: Unit, fx_mb: Mapping[str, float], pos: int) -> None:
+        self.unit = unit
+        self.pos = pos
+        self.taken = False
+        self.fx = tuple(f for f in unit.fixtures if f in fx_mb)
+        # what it needs on a worker already holding its fixtures (a unit's peak counts them)
+        self.own = max(0.0, unit.peak_mb - sum(fx_mb[f] for f in self.fx))
+        self.least = self.own
+        self.release: set[str] = set()
+        self.start: float | None = None
+        self.end = 0.0  # predicted end (set when queued, corrected when it starts)
+
+
+class _Worker:
+    __slots__ = ("base", "holding", "name", "peak", "queue", "wait_reason", "waiting")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.queue: list[_Slot] = []  # sent, not finished; [0] runs (or is next to run)
+        self.base: set[str] = set()  # fixtures resident before queue[0] (set up by finished units)
+        self.peak = 0.0  # predicted peak above baseline over the queue (cached)
+        self.waiting = False  # asked and got Wait
+        self.wait_reason = ""
+        self.holding = False  # its last test waits for a next unit (xdist)
+
+
+class _MinTree:
+    """Min over slot positions (taken = inf): the first pending slot needing <= x, in O(log n)."""
+
+    def __init__(self, values: Sequence[float]) -> None:
+        n = 1
+        while n < max(1, len(values)):
+            n *= 2
+        self.n = n
+        self.t = [math.inf] * (2 * n)
+        self.t[n:n + len(values)] = values
+        for i in range(n - 1, 0, -1):
+            self.t[i] = min(self.t[2 * i], self.t[2 * i + 1])
+
+    def clear(self, i: int) -> None:
+        t = self.t
+        i += self.n
+        t[i] = math.inf
+        i //= 2
+        while i:
+            t[i] = min(t[2 * i], t[2 * i + 1])
+            i //= 2
+
+    def first_at_most(self, start: int, x: float) -> int:
+        t, n = self.t, self.n
+        if start >= n or t[1] > x:
+            return -1
+        if t[n + start] <= x:
+            return start
+        stack = [(1, 0, n)]
+        while stack:
+            node, lo, hi = stack.pop()
+            if hi <= start or t[node] > x:
+                continue
+            if hi - lo == 1:
+                return lo
+            mid = (lo + hi) // 2
+            stack.append((2 * node + 1, mid, hi))
+            stack.append((2 * node, lo, mid))
+        return -1
+
+
+@dataclass
+class Logged:
+    t: float
+    decision: Decision
+
+
+@dataclass
+class CoreStats:
+    """What happened, for the plan's explanations."""
+
+    waited: dict[str, float] = field(default_factory=dict)  # unit -> first time it waited
+    over_budget: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+class Core:
+    """The scheduling state machine. See the module docstring for what it models.
+
+    ``budget_mb`` None: no memory limit. ``baseline_mb`` is one worker's; ``fixed_mb``
+    is memory outside the workers that the tree always holds (xdist's controller).
+    ``releasable`` names the fixtures it may tear down early. ``slow`` stretches every
+    predicted duration (workers sharing CPUs), for its own predictions of who is free when.
+    """
+
+    def __init__(self, units: Sequence[Unit], fixtures: Iterable[FixtureCost] = (), *,
+                 budget_mb: float | None, baseline_mb: float, fixed_mb: float = 0.0,
+                 releasable: Collection[str] = (), slow: float = 1.0, log: bool = True) -> None:
+        self.budget_mb = None if budget_mb is None else float(budget_mb)
+        self.baseline_mb = float(baseline_mb)
+        self.fixed_mb = float(fixed_mb)
+        self.slow = float(slow)
+        self.log: list[Logged] | None = [] if log else None
+        self.stats = CoreStats()
+        self._fx_mb = {f.name: float(f.mb) for f in fixtures}
+        self._releasable = frozenset(r for r in releasable if r in self._fx_mb)
+        self._slots = [_Slot(u, self._fx_mb, i) for i, u in enumerate(units)]
+        self._by_name = {s.unit.name: s for s in self._slots}
+        self._head = 0
+        self._pending = len(self._slots)
+        self._tree = _MinTree([s.least for s in self._slots])
+        self._sorted_least = sorted(s.least for s in self._slots)
+        self._users: dict[str, int] = {}  # fixture -> pending units using it
+        for s in self._slots:
+            for f in s.fx:
+                self._users[f] = self._users.get(f, 0) + 1
+        self._workers: dict[str, _Worker] = {}
+        self._excess = 0.0  # live memory beyond the prediction (last sample)
+        self._low: dict[str, float] = {}  # each worker's lowest live reading
+        self._total = self.fixed_mb  # predicted tree: fixed + per worker baseline + peak
+        self._blocked: _Slot | None = None  # the first unit in order waiting for memory
+        self._backfill: dict[str, float] = {}  # units started beside it -> own memory
+        self._stopped = False
+        walls = [u.wall_s for u in units if len(u.files) == 1]
+        peaks = [u.peak_mb for u in units if len(u.files) == 1]
+        self.default_wall_s = statistics.median(walls) if walls else DEFAULT_WALL_S
+        self.default_peak_mb = statistics.median(peaks) if peaks else DEFAULT_PEAK_MB
+
+    # -- reading ------------------------------------------------------------------------
+
+    @property
+    def predicted_mb(self) -> float:
+        """The tree's predicted peak given what is queued now (controller included)."""
+        return self._total
+
+    @property
+    def pending(self) -> int:
+        return self._pending
+
+    @property
+    def finished(self) -> bool:
+        return self._pending == 0 and not any(w.queue for w in self._workers.values())
+
+    def pending_units(self) -> list[Unit]:
+        return [s.unit for s in self._slots if not s.taken]
+
+    def queued(self, worker: str) -> list[str]:
+        w = self._workers.get(worker)
+        return [s.unit.name for s in w.queue] if w else []
+
+    def waiting(self) -> list[str]:
+        """Workers that asked and got ``Wait``: ask them again after any change."""
+        return [w.name for w in self._workers.values() if w.waiting]
+
+    # -- collection (the one place files the plan does not know are handled) ------------
+
+    def reconcile(self, collected: Collection[str]) -> list[str]:
+        """Match the plan to what was collected: files not collected leave their units,
+        files never planned become single-file units at the plan's median cost. Returns
+        the reasons."""
+        keep = set(collected)
+        out: list[str] = []
+        dropped = 0
+        for s in self._slots:
+            if s.taken:
+                continue
+            files = tuple(f for f in s.unit.files if f in keep)
+            if len(files) == len(s.unit.files):
+                continue
+            dropped += len(s.unit.files) - len(files)
+            if files:
+                u = s.unit
+                s.unit = Unit(u.name, files, u.wall_s, u.peak_mb, u.fixtures, u.reason, u.last_s, u.chunk)
+            else:
+                self._take(s)
+        if dropped:
+            out.append(f"dropped {dropped} planned file(s) that were not collected")
+        known = {f for s in self._slots for f in s.unit.files}
+        new = [f for f in dict.fromkeys(collected) if f not in known]
+        if new:
+            for f in new:
+                u = Unit(name=f, files=(f,), wall_s=self.default_wall_s, peak_mb=self.default_peak_mb,
+                         reason="not in the plan (never measured): the plan's median cost")
+                pos = next((i for i in range(self._head, len(self._slots))
+                            if not self._slots[i].taken and self._slots[i].unit.wall_s < u.wall_s),
+                           len(self._slots))
+                slot = _Slot(u, self._fx_mb, pos)
+                self._slots.insert(pos, slot)
+                self._by_name[u.name] = slot
+                bisect.insort(self._sorted_least, slot.least)
+                self._pending += 1
+            self._reindex()
+            out.append(f"added {len(new)} file(s) missing from the plan at the median "
+                       f"{fmt_s(self.default_wall_s)} / {fmt_mb(self.default_peak_mb)} each")
+        return out
+
+    def requeue(self, unit: Unit) -> None:
+        """Put ``unit`` first (tests given back: a rerun plugin, a dead worker's queue)."""
+        slot = _Slot(unit, self._fx_mb, 0)
+        self._slots.insert(self._head, slot)
+        self._by_name[unit.name] = slot
+        bisect.insort(self._sorted_least, slot.least)
+        for f in slot.fx:
+            self._users[f] = self._users.get(f, 0) + 1
+        self._pending += 1
+        self._reindex()
+
+    def _reindex(self) -> None:
+        for i, s in enumerate(self._slots):
+            s.pos = i
+        self._tree = _MinTree([math.inf if s.taken else s.least for s in self._slots])
+        self._head = min(self._head, len(self._slots))
+        while self._head > 0 and not self._slots[self._head - 1].taken:
+            self._head -= 1
+
+    # -- events -------------------------------------------------------------------------
+
+    def worker_up(self, name: str) -> None:
+        if name not in self._workers:
+            w = _Worker(name)
+            self._workers[name] = w
+            self._total += self.baseline_mb
+
+    def sample(self, tree_mb: float, workers_mb: Mapping[str, float] | None = None) -> None:
+        """A live measurement: memory beyond what the prediction says is there now counts too.
+
+        Per worker, what should be visible now is its baseline, its resident fixtures and
+        the unit it has started; a unit sent but not started shows nothing yet (so it is
+        not mistaken for room). What the controller holds beyond ``fixed_mb`` counts too.
+        """
+        if not workers_mb:
+            self._excess = max(0.0, float(tree_mb) - self._visible_total())
+            return
+        excess = 0.0
+        known = {n: float(mb) for n, mb in workers_mb.items() if n in self._workers}
+        for name, mb in known.items():
+            w = self._workers[name]
+            # a baseline larger than planned shows in the worker's lowest reading; it
+            # would hide under a started unit's predicted peak otherwise
+            low = self._low[name] = min(self._low.get(name, math.inf), float(mb))
+            under = max(0.0, low - self.baseline_mb)
+            excess += under + max(0.0, float(mb) - self._visible(w) - under)
+        # the rest of the tree: the controller, and workers not measured on their own yet
+        rest = float(tree_mb) - sum(known.values())
+        rest -= sum(self._visible(w) for n, w in self._workers.items() if n not in known)
+        self._excess = excess + max(0.0, rest - self.fixed_mb)
+
+    def _visible(self, w: _Worker) -> float:
+        res = set(w.base)
+        own = 0.0
+        if w.queue and w.queue[0].start is not None:
+            res.update(w.queue[0].fx)
+            own = w.queue[0].own
+        return self.baseline_mb + sum(self._fx_mb[f] for f in res) + own
+
+    def _visible_total(self) -> float:
+        return self.fixed_mb + sum(self._visible(w) for w in self._workers.values())
+
+    def started(self, name: str, unit: str, now: float) -> None:
+        """``unit``'s first test began on ``name``: predicted ends are measured from now."""
+        w = self._workers.get(name)
+        if w is None:
+            return
+        end = None
+        for s in w.queue:
+            if s.unit.name == unit:
+                s.start = now
+                end = s.end = now + s.unit.wall_s * self.slow
+            elif end is not None:
+                end = s.end = end + s.unit.wall_s * self.slow
+
+    def done(self, name: str, unit: str, now: float) -> None:
+        """``name`` finished ``unit`` (units on a worker finish in the order they were sent)."""
+        w = self._workers[name]
+        i = next((i for i, s in enumerate(w.queue) if s.unit.name == unit), None)
+        if i is None:
+            raise ValueError(f"worker {name} is not running {unit}")
+        s = w.queue.pop(i)
+        w.base |= set(s.fx)
+        w.base -= s.release
+        if s is self._blocked:
+            self._blocked = None
+        self._backfill.pop(unit, None)
+        self._refresh(w)
+        if w.queue and w.queue[0].start is None:
+            self.started(name, w.queue[0].unit.name, now)
+
+    def worker_down(self, name: str) -> list[Unit]:
+        """``name`` is gone (ended or died): its memory goes; returns the units it had not finished."""
+        w = self._workers.pop(name, None)
+        if w is None:
+            return []
+        self._total -= self.baseline_mb + w.peak
+        return [s.unit for s in w.queue]
+
+    def stop(self) -> None:
+        """No new work (a worker died and restarts are off): pending units are dropped."""
+        self._stopped = True
+        for s in self._slots:
+            if not s.taken:
+                self._take(s)
+
+    # -- the decision -------------------------------------------------------------------
+
+    def want(self, name: str, now: float, *, holding: bool = False) -> list[Decision]:
+        """``name`` needs its next unit (``holding``: its last test waits for it).
+
+        Returns the decisions for it: ``Release``s then a ``Send``, or a ``Shutdown``, or
+        a ``Wait`` (only when the reason changed since its last one, else nothing).
+        """
+        self.worker_up(name)
+        w = self._workers[name]
+        w.holding = holding
+        if self._pending == 0:
+            w.waiting = False
+            return self._emit(now, [Shutdown(name, "stopped: a worker died" if self._stopped
+                                             else "nothing left to run")])
+        slot, reason, over = self._choose(w, now)
+        if slot is None:
+            if w.waiting and w.wait_reason == reason:
+                return []
+            w.waiting, w.wait_reason = True, reason
+            head = self._head_slot()
+            return self._emit(now, [Wait(name, head.unit.name if head else "", reason)])
+        return self._emit(now, self._send(w, slot, reason, over, now))
+
+    def _emit(self, now: float, ds: list[Decision]) -> list[Decision]:
+        if self.log is not None:
+            self.log.extend(Logged(now, d) for d in ds)
+        return ds
+
+    def _head_slot(self) -> _Slot | None:
+        slots = self._slots
+        while self._head < len(slots) and slots[self._head].taken:
+            self._head += 1
+        return slots[self._head] if self._head < len(slots) else None
+
+    def _walk(self, w: _Worker, extra: _Slot | None = None) -> tuple[float, set[str]]:
+        """Peak above baseline over ``w``'s queue (plus ``extra`` behind it), and what stays resident."""
+        res = set(w.base)
+        mb = self._fx_mb
+        peak = sum(mb[f] for f in res)
+        for s in (*w.queue, extra) if extra is not None else w.queue:
+            res.update(s.fx)
+            peak = max(peak, sum(mb[f] for f in res) + s.own)
+            res -= s.release
+        return peak, res
+
+    def _refresh(self, w: _Worker) -> None:
+        peak, _ = self._walk(w)
+        self._total += peak - w.peak
+        w.peak = peak
+
+    def _free_at(self, w: _Worker, now: float) -> float:
+        """When ``w`` is predicted to need its next unit."""
+        if w.holding and len(w.queue) == 1:  # it is at its unit's last test
+            return now + w.queue[0].unit.last_s * self.slow
+        return max([now] + [s.end for s in w.queue])
+
+    def _fits(self, w: _Worker, slot: _Slot) -> tuple[bool, float]:
+        """Does ``slot`` fit queued on ``w``? And the tree it predicts then."""
+        peak, _ = self._walk(w, slot)
+        total = self._total - w.peak + peak + self._excess
+        if self.budget_mb is None or total <= self.budget_mb:
+            return True, total
+        # a unit that adds ~nothing runs while the tree is inside the budget: waiting would
+        # idle the worker (and hold its last test) for no memory saved
+        added = peak - w.peak
+        ok = (added <= max(1.0, NEGLIGIBLE_SHARE * self.budget_mb)
+              and self._total + self._excess <= self.budget_mb)
+        return ok, total
+
+    def _floor(self) -> float:
+        return self.fixed_mb + len(self._workers) * self.baseline_mb
+
+    def _pinned_mb(self, besides: Collection[str] = ()) -> float:
+        """Resident memory no order can free: fixtures set up and never released."""
+        pinned = {f for w in self._workers.values() for f in self._walk(w)[1]
+                  if f not in self._releasable and f not in besides}
+        return sum(self._fx_mb[f] for f in pinned)
+
+    def _ever_fits(self, slot: _Slot) -> bool:
+        if self.budget_mb is None:
+            return True
+        return self._floor() + self._pinned_mb(slot.fx) + slot.unit.peak_mb <= self.budget_mb
+
+    def _executing(self, exclude: _Worker) -> bool:
+        """Is any other worker running a test (not waiting with a held or no test)?"""
+        return any(o.queue and not o.waiting for o in self._workers.values() if o is not exclude)
+
+    def _choose(self, w: _Worker, now: float) -> tuple[_Slot | None, str, bool]:
+        head = self._head_slot()
+        assert head is not None
+        budget = self.budget_mb
+        others = self._executing(w)
+        # list scheduling by availability: a worker still holding a long test leaves the
+        # long units to a worker that will be free sooner
+        if w.holding and self._pending > 1 and len(self._workers) > 1:
+            mine = self._free_at(w, now)
+            if any(o is not w and self._free_at(o, now) < mine - 1e-9 for o in self._workers.values()):
+                s = self._last_fitting(w)
+                if s is not None:
+                    return s, (f"holds a test for ~{fmt_s(mine - now)} more and another worker "
+                               f"is free sooner: the last unit in order, not the longest"), False
+        if budget is None:
+            return head, "no memory budget", False
+        ok, total = self._fits(w, head)
+        if ok and not self._shuts_out_a_hog(head, w):
+            return head, f"fits: tree {fmt_mb(total)} of {fmt_mb(budget)}", False
+        blocked = self._blocked if (self._blocked and not self._blocked.taken) else None
+        if not ok and others and self._ever_fits(head) and blocked is not head:
+            self._blocked = blocked = head
+            self._backfill = {}
+            self.stats.waited.setdefault(head.unit.name, now)
+        if blocked is not None and not self._ever_fits(blocked):
+            blocked = None
+        # others, in order: within what is free on this worker and (beside a unit that
+        # waits for memory) within the reserve that lets it start once running units end
+        reserve = math.inf
+        if blocked is not None:
+            reserve = budget - (self._floor() + self._pinned_mb(blocked.fx)
+                                + sum(self._backfill.values()) + blocked.unit.peak_mb)
+        _, res = self._walk(w)
+        free = budget - (self._total - w.peak + self._excess) - sum(self._fx_mb[f] for f in res)
+        limit = min(max(free, max(1.0, NEGLIGIBLE_SHARE * budget)), reserve)
+        i = self._head
+        while True:
+            i = self._tree.first_at_most(i, limit)
+            if i < 0:
+                break
+            s = self._slots[i]
+            i += 1
+            if s is head:
+                continue
+            ok, total = self._fits(w, s)
+            if ok and s.own <= reserve and not self._shuts_out_a_hog(s, w):
+                if blocked is not None:
+                    self._backfill[s.unit.name] = s.own
+                return s, (f"fits: tree {fmt_mb(total)} of {fmt_mb(budget)}; {head.unit.name} "
+                           f"does not fit now"), False
+        if others:
+            _, total = self._fits(w, head)
+            return None, (f"nothing pending fits: {head.unit.name} would take the tree to "
+                          f"{fmt_mb(total)} of {fmt_mb(budget)}"), False
+        # nobody else runs a test: waiting would wait forever; the least harmful unit goes
+        best = min((s for s in self._slots if not s.taken), key=lambda s: (self._fits(w, s)[1], s.pos))
+        ok, total = self._fits(w, best)
+        if ok:
+            return best, f"fits: tree {fmt_mb(total)} of {fmt_mb(budget)}", False
+        return best, (f"runs alone on {w.name}: it takes the tree to {fmt_mb(total)}, over "
+                      f"the {fmt_mb(budget)} budget, even with nothing else running"), True
+
+    def _last_fitting(self, w: _Worker) -> _Slot | None:
+        for s in reversed(self._slots):
+            if s.taken:
+                continue
+            ok, _ = self._fits(w, s)
+            if ok and not self._shuts_out_a_hog(s, w):
+                return s
+            return None  # only the very last: anything earlier is longer, not what is wanted
+        return None
+
+    def _shuts_out_a_hog(self, slot: _Slot, w: _Worker) -> bool:
+        """Would the resident memory this unit sets up (and that is never released) leave a
+        pending unit no room ever? Then that unit goes first."""
+        if self.budget_mb is None:
+            return False
+        held = self._walk(w)[1]
+        added = sum(self._fx_mb[f] for f in slot.fx if f not in held and f not in self._releasable)
+        if added <= 0:
+            return False
+        room = self.budget_mb - self.fixed_mb - len(self._workers) * self.baseline_mb - self._pinned_mb()
+        leasts = self._sorted_least
+        lo = bisect.bisect_right(leasts, room - added)
+        hi = bisect.bisect_right(leasts, room)
+        n = hi - lo
+        if n and lo <= bisect.bisect_left(leasts, slot.least) < hi:
+            n -= 1
+        return n > 0
+
+    def _take(self, s: _Slot) -> None:
+        s.taken = True
+        self._pending -= 1
+        self._tree.clear(s.pos)
+        i = bisect.bisect_left(self._sorted_least, s.least)
+        if i < len(self._sorted_least) and self._sorted_least[i] == s.least:
+            del self._sorted_least[i]
+        for f in s.fx:
+            self._users[f] -= 1
+
+    def _send(self, w: _Worker, slot: _Slot, reason: str, over: bool, now: float) -> list[Decision]:
+        self._take(slot)
+        out: list[Decision] = []
+        if w.queue:
+            last = w.queue[-1]
+            _, res = self._walk(w)
+            for f in sorted(res & self._releasable):
+                if f not in slot.fx and self._users.get(f, 0) == 0:
+                    last.release.add(f)
+                    out.append(Release(w.name, f, last.unit.name,
+                                       f"{last.unit.name} is its last user on {w.name}: "
+                                       f"{fmt_mb(self._fx_mb[f])} returns before {slot.unit.name}"))
+        start = self._free_at(w, now)
+        slot.end = start + slot.unit.wall_s * self.slow
+        w.queue.append(slot)
+        w.waiting = False
+        if slot is self._blocked:
+            self._blocked = None
+            self._backfill = {}
+        self._refresh(w)
+        if over:
+            self.stats.over_budget.append(slot.unit.name)
+            self.stats.warnings.append(f"{slot.unit.name} {reason}")
+        out.append(Send(w.name, slot.unit, reason, over))
+        return out
+
+    def unit(self, name: str) -> Unit:
+        return self._by_name[name].unit
