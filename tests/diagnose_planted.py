@@ -124,3 +124,94 @@ def write_planted_suite(root: Path) -> Path:
         (root / name).write_text(text)
     (root / "pyproject.toml").write_text("[tool.pytest.ini_options]\naddopts = \"-p no:cacheprovider\"\n")
     return root
+
+
+# -- a suite whose serial (alphabetical) order passes and whose planned order fails ------------
+#
+# `suitefit run` orders files longest first. The consumer's file is the longest, so it runs
+# before its provider (b); the polluter's file (g) is longer than its victim's (e), so it runs
+# before it. The flaky test runs after both (it is short), so no replay of theirs includes it.
+PAIRS = {
+    "test_d_consumer.py::test_reads_secret": ("provider", "test_b_provider.py::test_sets_secret"),
+    "test_e_victim.py::test_mode_is_normal": ("polluter", "test_g_polluter.py::test_switches_mode"),
+}
+PAIRS_FLAKY = "test_z_flaky.py::test_alternates"
+SESSION_LOG = ".pytest_sessions"  # one line per pytest session: its arguments (counts every run)
+
+
+def write_pairs_suite(root: Path) -> Path:
+    files = {
+        "conftest.py": """
+            import json
+            import sys
+            from pathlib import Path
+
+            def pytest_sessionstart(session):
+                if hasattr(session.config, "workerinput"):
+                    return  # an xdist worker: its controller is the session that counts
+                with open(Path(__file__).with_name(".pytest_sessions"), "a") as fh:
+                    fh.write(json.dumps(sys.argv[1:]) + "\\n")
+        """,
+        "test_a_fill.py": _filler(3),
+        "test_b_provider.py": textwrap.dedent("""
+            import os
+
+            def test_sets_secret():
+                os.environ["SF_SECRET"] = "s3cret"
+        """) + "\n" + _filler(2),
+        "test_c_fill.py": _filler(3),
+        "test_d_consumer.py": """
+            import os
+            import time
+            import pytest
+
+            @pytest.fixture
+            def secret():
+                return os.environ["SF_SECRET"]
+
+            def test_reads_secret(secret):
+                assert secret == "s3cret"
+
+            def test_slow():
+                time.sleep(0.5)
+        """,
+        "test_e_victim.py": """
+            import os
+            import time
+
+            def test_mode_is_normal():
+                assert os.environ.get("SF_MODE", "normal") == "normal"
+
+            def test_slow():
+                time.sleep(0.12)
+        """,
+        "test_f_fill.py": _filler(3),
+        "test_g_polluter.py": textwrap.dedent("""
+            import os
+            import time
+
+            def test_before():
+                time.sleep(0.3)
+
+            def test_switches_mode():
+                os.environ["SF_MODE"] = "weird"
+        """) + "\n" + _filler(2),
+        "test_h_fill.py": _filler(3),
+        "test_z_flaky.py": """
+            import fcntl
+            from pathlib import Path
+
+            COUNTER = Path(__file__).with_name(".flaky_counter")
+
+            def test_alternates():
+                with open(COUNTER.with_suffix(".lock"), "w") as lock:
+                    fcntl.flock(lock, fcntl.LOCK_EX)
+                    n = int(COUNTER.read_text()) if COUNTER.exists() else 0
+                    COUNTER.write_text(str(n + 1))
+                assert n % 2 == 0, f"invocation {n} fails"
+        """,
+    }
+    for name, body in files.items():
+        (root / name).write_text(textwrap.dedent(body).lstrip())
+    (root / "pyproject.toml").write_text("[tool.pytest.ini_options]\naddopts = \"-p no:cacheprovider\"\n")
+    return root

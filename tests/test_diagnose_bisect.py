@@ -106,6 +106,8 @@ def test_bisect_finds_the_planted_culprit_and_its_command_reproduces(
     n = res["prefix_len"]
     assert n >= 3
     assert res["pytest_runs"] <= math.ceil(math.log2(n)) + 2, res
+    with History(history) as h:  # remembered, for the next plan to honour
+        assert (test, culprit, role) in {(c.test, c.culprit, c.kind) for c in h.constraints()}
     # The printed command, pasted into a shell, reproduces the suite outcome.
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     cmd = res["command"]

@@ -134,3 +134,18 @@ def test_a_file_that_only_imports_after_another_is_dependent(tmp_path: Path) -> 
     assert p.returncode == 0, p.stderr
     res = json.loads(p.stdout)
     assert (res["role"], res["culprit"], res["alone_outcome"]) == ("provider", "test_a_sets.py::test_a", "error")
+
+
+def test_sweep_bisect_remembers_each_planted_pair_and_no_flaky_one(tmp_path: Path) -> None:
+    root = write_planted_suite(tmp_path)
+    history = root / "h.sqlite"
+    p = cli("sweep", "--bisect", "--jobs", "2", "--history", str(history), "--json", cwd=root)
+    assert p.returncode == 1, p.stderr
+    data = json.loads(p.stdout)
+    assert {f["nodeid"] for f in data["findings"] if f["kind"] == "flaky"} == FLAKY
+    with History(history) as h:
+        learned = {(c.test, c.kind, c.culprit) for c in h.constraints()}
+    assert learned == ({(v, "polluter", c) for v, c in VICTIMS.items()}
+                       | {(d, "provider", c) for d, c in DEPENDENTS.items()}), data["learned"]
+    shown = cli("plan", "--constraints", "--history", str(history), cwd=root)
+    assert shown.returncode == 0 and len(shown.stdout.splitlines()) == 4, shown.stdout + shown.stderr

@@ -181,15 +181,21 @@ def test_budget_of_exactly_n_baselines_allows_n_workers() -> None:
     assert plan.workers == 3
 
 
-def test_a_budget_that_fits_one_worker_says_what_a_second_would_need() -> None:
+def test_a_budget_that_fits_one_worker_beside_the_pool_ends_a_worker_to_make_room() -> None:
     # bench_run's pool-heavy budget case: 1.25x serial's peak leaves no room for a second
-    # worker and xdist's controller, each holding a baseline, beside the pool.
+    # worker and xdist's controller, each holding a baseline, beside the pool. Two workers
+    # run the small files; one ends when the pool comes up, and the pool runs beside nothing.
     files = [FileCost(f"tests/test_pool{i}.py", 1.0, 10.0, fixtures=("pool",)) for i in range(4)]
     costs = _costs(files + _files(8, wall=2.0), (POOL,), baseline=120.0)
-    plan = make_plan(costs, Budget(1.25 * (120 + 400 + 10), 2))
-    assert plan.workers == 1
-    line = next(r for r in plan.reasons if r.startswith("workers: 1"))
-    assert "2 would put a unit over the budget" in line
-    assert "fixture:pool runs alone on gw1: it takes the tree to" in line and "xdist's controller, which holds a baseline of 120 MiB" in line
-    # with room for it, the same suite takes two workers
-    assert make_plan(costs, Budget(2000, 2)).workers == 2
+    budget = 1.25 * (120 + 400 + 10)
+    plan = make_plan(costs, Budget(budget, 2))
+    serial = make_plan(costs, Budget(budget, 2, workers=1))
+    assert not plan.warnings and plan.predicted_peak_mb <= budget
+    assert plan.predicted_wall_s < serial.predicted_wall_s
+    if plan.workers == 2:
+        assert any("shut down to make room" in r for r in plan.reasons), plan.reasons
+    # with room for it, the same suite takes two workers and keeps both
+    roomy = make_plan(costs, Budget(2000, 2))
+    assert roomy.workers == 2 and not any("shut down to make room" in r for r in roomy.reasons)
+
+

@@ -27,6 +27,7 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 DEFAULT_HISTORY = ".suitefit/history.sqlite"
+DEFAULT_EXPLAIN_FAILURES = 5  # new failures `suitefit run` diagnoses when asked without a number
 
 
 # -- value types: each checks one value and returns it as the verbs use it ------------------------
@@ -115,12 +116,10 @@ def _bool_or_names(v: Any, where: str) -> bool | tuple[str, ...]:
     raise _bad(where, "true, false or a list of fixture names", v)
 
 
-def _bool_int_or_table(v: Any, where: str) -> bool | int | dict[str, Any]:
-    if isinstance(v, (bool, dict)):
+def _bool_or_count(v: Any, where: str) -> bool | int:
+    if isinstance(v, bool) or (isinstance(v, int) and v >= 0):
         return v
-    if isinstance(v, int) and v >= 0:
-        return v
-    raise _bad(where, "true, false, a number N >= 0 or a table", v)
+    raise _bad(where, "true, false or a number of failures >= 0", v)
 
 
 def _anything(v: Any, where: str) -> Any:
@@ -137,7 +136,7 @@ PATH = Kind("path", _text)
 BOOL = Kind("bool", _bool)
 GROUPS = Kind("table: name = [files]", _groups)
 BOOL_OR_NAMES = Kind("bool or [names]", _bool_or_names)
-BOOL_INT_OR_TABLE = Kind("bool, N or table", _bool_int_or_table)
+BOOL_OR_COUNT = Kind("bool or N", _bool_or_count)
 
 
 # -- the schema --------------------------------------------------------------------------------
@@ -186,8 +185,8 @@ SCHEMA: tuple[Key, ...] = (
         default_doc="the median measured file, else 50 MiB"),
     Key("release_fixtures", BOOL_OR_NAMES, False, "run, profile",
         "tear session fixtures down after their last user (true: the expensive ones; or their names)"),
-    Key("explain_failures", BOOL_INT_OR_TABLE, True, "run, profile",
-        "explain new failures at the end of a run (N: at most N; a table: settings)"),
+    Key("explain_failures", BOOL_OR_COUNT, False, "run",
+        "diagnose new failures after the suite, in fresh processes (true: the first 5; N: the first N)"),
     Key("sweep", None, {}, "sweep", "the order-dependency sweep", keys=(
         Key("repeat", POS_INT, 1, "sweep", "runs of each file alone (2+ finds flaky tests)"),
     )),
@@ -317,6 +316,14 @@ class Config:
     @property
     def groups(self) -> dict[str, tuple[str, ...]]:
         return dict(self.get("groups"))
+
+    @property
+    def explain_failures(self) -> int:
+        """How many new failures `suitefit run` diagnoses after the suite (0: none)."""
+        v = self.get("explain_failures")
+        if isinstance(v, bool):
+            return DEFAULT_EXPLAIN_FAILURES if v else 0
+        return int(v)
 
     def section(self, name: str) -> dict[str, Any]:
         """A sub-table as written (checked against the schema when it was loaded)."""

@@ -10,13 +10,15 @@ to set it up first on its worker, so the planner can count them once per worker.
 
 from __future__ import annotations
 
+import re
 import statistics
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from suitefit.config import Config
 from suitefit.history import History
-from suitefit.model import CostModel, FileCost, FixtureCost, WorkerCost
+from suitefit.model import CostModel, FileCost, FixtureCost, OrderConstraint, WorkerCost
+from suitefit.plan.constraints import merge_constraints
 from suitefit.plan.planner import default_file_cost
 from suitefit.units import fmt_mb, fmt_s
 
@@ -36,9 +38,12 @@ def _q(ids: Sequence[int]) -> str:
 def build_cost_model(history: History | None, *, files: Sequence[str] = (),
                      groups: Mapping[str, Sequence[str]] | None = None, last: int = LAST_RUNS,
                      window: int = WINDOW_RUNS, default_s: float | None = None,
-                     default_mb: float | None = None) -> CostModel:
+                     default_mb: float | None = None, root: Path | None = None) -> CostModel:
     """A CostModel from ``history``; ``files`` never seen (and declared ones) get a stated default."""
     declared = {str(k): tuple(v) for k, v in (groups or {}).items()}
+    learned, dropped = learned_constraints(history, root) if history is not None else ([], [])
+    declared, honoured, contradicted = merge_constraints(declared, learned)
+    dropped += contradicted
     notes: list[str] = []
     run_ids: list[int] = []
     if history is not None:
@@ -85,8 +90,46 @@ def build_cost_model(history: History | None, *, files: Sequence[str] = (),
         serial_peak_mb=serial_peak,
         runs_used=len(used_runs),
         declared_groups=declared,
-        notes=tuple(notes),
+        notes=tuple(notes) + tuple(f"learned order: {c.explain()}" for c in honoured),
+        constraints=tuple(honoured),
+        dropped_constraints=tuple(dropped),
     )
+
+
+def learned_constraints(history: History, root: Path | None = None
+                        ) -> tuple[list[OrderConstraint], list[str]]:
+    """The history's order constraints, minus stale ones (one line each for those).
+
+    Stale: a file no longer under ``root`` (the suite's folder now) nor the rootdir it was
+    found in, or a test function no longer defined in its file (renamed or deleted). Read
+    from the files, not from the newest run: a run with ``-k`` or ``--deselect`` would
+    otherwise make constraints vanish. Where neither folder exists (a history carried to
+    another checkout path), nothing can be judged and the constraint stays.
+    """
+    out: list[OrderConstraint] = []
+    dropped: list[str] = []
+    for c in history.constraints():
+        roots = [d for d in dict.fromkeys(str(x) for x in (root, c.rootdir) if x) if Path(d).is_dir()]
+        gone = next((n for n in (c.culprit, c.test) if roots and not any(_defined(d, n) for d in roots)),
+                    None)
+        if gone is not None:
+            dropped.append(f"constraint dropped: {gone} no longer exists "
+                           f"({c.kind} {c.culprit} -> {c.test}, found by {c.source})")
+            continue
+        out.append(OrderConstraint(first=c.first_file, second=c.second_file, kind=c.kind, test=c.test,
+                                   culprit=c.culprit, evidence=f"{c.evidence}; found by {c.source}"))
+    return out, dropped
+
+
+def _defined(folder: str, nodeid: str) -> bool:
+    """Does ``nodeid``'s file exist under ``folder`` and define its test function?"""
+    file, _, rest = nodeid.partition("::")
+    try:
+        text = (Path(folder) / file).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False
+    name = rest.split("::")[-1].split("[", 1)[0]
+    return not name or re.search(rf"\bdef {re.escape(name)}\b", text) is not None
 
 
 def _fixtures(history: History, run_ids: Sequence[int]) -> tuple[
@@ -200,7 +243,7 @@ def load_cost_model(cfg: Config, history_path: Path | None = None,
                                 default_mb=default_mb), False
     with History(path, create=False) as h:
         return build_cost_model(h, files=files, groups=cfg.groups, default_s=default_s,
-                                default_mb=default_mb), True
+                                default_mb=default_mb, root=cfg.root), True
 
 
 SKIP_DIRS = {".git", ".venv", "venv", ".tox", ".nox", "node_modules", "__pycache__", ".suitefit",

@@ -108,6 +108,19 @@ CREATE TABLE IF NOT EXISTS events (
     detail TEXT NOT NULL DEFAULT '{}'
 );
 CREATE INDEX IF NOT EXISTS events_by_run ON events(run_id, kind);
+CREATE TABLE IF NOT EXISTS order_constraints (
+    test TEXT NOT NULL,
+    culprit TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    first_file TEXT NOT NULL,
+    second_file TEXT NOT NULL,
+    evidence TEXT NOT NULL,
+    source TEXT NOT NULL,
+    run_id INTEGER,
+    rootdir TEXT NOT NULL DEFAULT '',
+    found REAL NOT NULL,
+    PRIMARY KEY (test, culprit)
+);
 """
 _TABLES = frozenset(m.group(1) for m in re.finditer(r"CREATE TABLE IF NOT EXISTS (\w+)", _SCHEMA))
 
@@ -241,6 +254,23 @@ class EventRecord:
     @property
     def detail_dict(self) -> dict[str, Any]:
         return dict(json.loads(self.detail or "{}"))
+
+
+@dataclass
+class ConstraintRecord:
+    """An order dependency found by a bisection: ``first_file`` must run before
+    ``second_file`` on one worker (see ``plan.constraints``)."""
+
+    test: str  # the test whose outcome the order flips
+    culprit: str  # the test that pollutes it or provides for it
+    kind: str  # "provider" (culprit must run first) or "polluter" (culprit must not run first)
+    first_file: str
+    second_file: str
+    evidence: str  # what was observed, e.g. "passes alone, fails after X (2 runs)"
+    source: str  # "run 12 --explain-failures", "bisect"
+    run_id: int | None  # the run whose order was replayed
+    rootdir: str  # where its node ids are relative to (to notice a file that is gone)
+    found: float  # epoch seconds
 
 
 R = TypeVar("R")
@@ -544,6 +574,15 @@ class History:
         if kind:
             return self._select(EventRecord, "SELECT {cols} FROM events WHERE run_id = ? AND kind = ? ORDER BY t, id", [run_id, kind])
         return self._select(EventRecord, "SELECT {cols} FROM events WHERE run_id = ? ORDER BY t, id", [run_id])
+
+    # -- what diagnosis learned ----------------------------------------------------------------
+
+    def add_constraint(self, row: ConstraintRecord) -> None:
+        """Store (or refresh, by test and culprit) an order constraint."""
+        self._insert("order_constraints", [row])
+
+    def constraints(self) -> list[ConstraintRecord]:
+        return self._select(ConstraintRecord, "SELECT {cols} FROM order_constraints ORDER BY found, test")
 
     def execute(self, sql: str, args: Iterable[Any] = ()) -> list[tuple[Any, ...]]:
         """Read-only escape hatch for aggregate queries (the planner's cost model uses it)."""

@@ -65,6 +65,27 @@ class WorkerCost:
 
 
 @dataclass(frozen=True)
+class OrderConstraint:
+    """Learned, not declared: ``first`` must run before ``second`` on the same worker.
+
+    A provider's file comes before its consumer's; a victim's file before its polluter's
+    (the polluter's state then never reaches it). Honoured exactly as a declared group.
+    """
+
+    first: str  # file
+    second: str  # file
+    kind: str  # "provider" or "polluter"
+    test: str  # the test whose outcome the order flips
+    culprit: str
+    evidence: str = ""
+
+    def explain(self) -> str:
+        what = ("provides the state it needs" if self.kind == "provider" else "pollutes it")
+        return (f"{self.first} before {self.second}, one worker: {self.culprit} {what} "
+                f"({self.test}: {self.evidence})")
+
+
+@dataclass(frozen=True)
 class CostModel:
     """Everything the planner knows, derived from the history (see ``plan.costs``)."""
 
@@ -76,6 +97,9 @@ class CostModel:
     declared_groups: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # [tool.suitefit] groups
     release: bool | tuple[str, ...] = False  # early fixture release: off, on, or these names
     notes: tuple[str, ...] = ()  # defaults taken and why
+    # Learned order constraints, already merged into ``declared_groups`` (kept for display)
+    constraints: tuple[OrderConstraint, ...] = ()
+    dropped_constraints: tuple[str, ...] = ()  # one line each: stale or contradicting ones
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                 help="progress on stderr: a live line on a terminal, plain lines every 10 s otherwise (auto)")
     g.addoption("--suitefit-grace", type=float, default=3.0, metavar="S",
                 help="seconds a process left behind by a test may live on before it is ended (default 3)")
+    g.addoption("--suitefit-explain", type=int, default=0, metavar="N",
+                help="with --suitefit-plan: after the run, diagnose up to N new failures in fresh processes")
+    g.addoption("--suitefit-explain-s", type=float, default=300.0, metavar="S",
+                help="the time box of that diagnosis, in seconds (default 300)")
     _watch_for_an_early_end()
 
 

@@ -11,11 +11,12 @@ say anything; the next suitefit command marks its run crashed
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, TextIO
 
 from suitefit.errors import SuitefitError
-from suitefit.exits import EXIT_OK, explain_exit
+from suitefit.exits import EXIT_FAILED, EXIT_OK, explain_exit
 from suitefit.history import History
 from suitefit.model import Plan
 from suitefit.units import fmt_mb, fmt_s
@@ -23,7 +24,8 @@ from suitefit.units import fmt_mb, fmt_s
 
 class RunClose:
     def __init__(self, history: History, run_id: int, plan: Plan, out: TextIO,
-                 shard_spec: str | None, shard_result: str | None) -> None:
+                 shard_spec: str | None, shard_result: str | None, explain_max: int = 0,
+                 explain_s: float = 300.0) -> None:
         self.history = history
         self.run_id = run_id
         self.plan = plan
@@ -31,6 +33,11 @@ class RunClose:
         self.shard_spec = shard_spec
         self.shard_result = shard_result
         self.lines: list[str] = []
+        self.explain_max = explain_max  # new failures to diagnose (--explain-failures), 0: none
+        self.explain_s = explain_s
+        # Made at configure time, before any test ran: a one-process run's tests change this
+        # process's environment, and a replay must start from what the run started from.
+        self.env = dict(os.environ)
 
     def at_sessionfinish(self, session: Any) -> None:
         """What can still change the exit status: the shard's result file, a dead worker."""
@@ -90,4 +97,28 @@ class RunClose:
             problem = explain_exit(exitstatus, run.status)
             if problem:
                 write(f"suitefit: error: run {self.run_id}: {problem}\n")
+        # Diagnose only a run that plainly failed: not one the user interrupted, nor one
+        # whose worker died (that line says what happened).
+        self.explain_failures(diagnose=exitstatus == EXIT_FAILED and not died)
         self.out.flush()
+
+    def explain_failures(self, diagnose: bool = True) -> None:
+        """A line per new failure; with --explain-failures, their diagnosis, remembered.
+
+        The diagnosis runs here, in pytest's own process after its session, rather than in a
+        `suitefit run` that stays alive instead of exec'ing: the workers are gone by now, so
+        the fresh pytest processes it starts have the machine, while a waiting CLI would hold
+        its memory beside the whole run only to be useful after it. The exit status is
+        pytest's already; a diagnosis never changes it.
+        """
+        from suitefit.diagnose.explain import explain_run
+
+        def say(line: str) -> None:
+            self.out.write(line + "\n")
+            self.out.flush()
+
+        try:
+            explain_run(self.history, self.run_id, say=say, diagnose_max=self.explain_max if diagnose else 0,
+                        time_box_s=self.explain_s, env=self.env)
+        except SuitefitError as e:
+            say(f"suitefit: error: run {self.run_id}: explaining its failures: {e}")

@@ -79,18 +79,40 @@ class RunControl:
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
-        """One process (a 1-worker plan runs without xdist): run files in the plan's order.
+        """One process (a 1-worker plan runs without xdist): the order the core decides.
 
-        Like the scheduler: files the plan does not know first, then each unit's files in
-        order (declared groups keep their declared order); tests keep their order in a file.
+        The same core that schedules xdist workers, run on the plan's predicted clock for
+        one worker and matched to what was collected; tests keep their order in a file.
         """
         if len(config.getoption("tx", None) or ()) > 0:
             return
-        rank: dict[str, int] = {}
-        for u in self.plan.units:
-            for f in u.files:
-                rank.setdefault(f, len(rank))
-        items.sort(key=lambda i: rank.get(i.nodeid.split("::", 1)[0], -1))
+        from suitefit.plan.core import chunk_of
+        from suitefit.plan.simulate import simulate
+
+        by_file: dict[str, list[int]] = {}
+        for i, item in enumerate(items):
+            by_file.setdefault(item.nodeid.split("::", 1)[0], []).append(i)
+        plan = self.plan
+        sim = simulate(plan, startup_s=0.0, baseline_mb=plan.baseline_mb, budget_mb=plan.budget.memory_mb,
+                       fixed_mb=plan.fixed_mb, slow=1.0, releasable=plan.releasable, names=["main"],
+                       collected=list(by_file))
+        order: list[int] = []
+        last_of: dict[str, int] = {}
+        for name in sim.placement.get("main", ()):
+            u = sim.units[name]
+            idx = chunk_of(by_file.get(u.files[0], []), u.chunk) if u.chunk is not None else \
+                [i for f in u.files for i in by_file.get(f, [])]
+            order += idx
+            if idx:
+                last_of[name] = idx[-1]
+        seen = set(order)
+        order += [i for i in range(len(items)) if i not in seen]  # (none: the core places every file)
+        # fixtures the core releases after their last user: static instructions in one process
+        self.static_releases: dict[str, list[str]] = {}
+        for r in sim.releases:
+            if r.after in last_of:
+                self.static_releases.setdefault(items[last_of[r.after]].nodeid, []).append(r.fixture)
+        items[:] = [items[i] for i in order]
 
     # -- xdist hooks ---------------------------------------------------------------------
 

@@ -316,7 +316,9 @@ def _configure_controller(config: pytest.Config) -> None:
         from suitefit.run_close import RunClose
 
         side.closing = RunClose(history, run_id, side.control.plan, side.control.out,
-                                config.getoption("suitefit_shard_spec"), config.getoption("suitefit_shard_result"))
+                                config.getoption("suitefit_shard_spec"), config.getoption("suitefit_shard_result"),
+                                explain_max=int(config.getoption("suitefit_explain")),
+                                explain_s=float(config.getoption("suitefit_explain_s")))
     if not distributed:
         grace = side.control.grace_s if side.control is not None else None
         wr = WorkerRecorder(history, run_id, MAIN_WORKER, side.sampler, reap_grace_s=grace)

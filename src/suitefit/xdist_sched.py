@@ -21,7 +21,7 @@ from typing import Any, Protocol
 from suitefit import timing
 from suitefit.measure.journal import Journal
 from suitefit.model import Plan, Unit
-from suitefit.plan.core import Core, Decision, Release, Send, Shutdown, Wait
+from suitefit.plan.core import Core, Decision, Release, Send, Shutdown, Wait, chunk_of
 
 LiveMemory = Callable[[], tuple[float, dict[str, float]]]  # (tree MiB, worker id -> its tree MiB)
 DecisionSink = Callable[[str, str, str, str], None]  # kind, worker, unit, reason
@@ -41,17 +41,6 @@ class _Assigned:
     indices: list[int]
     left: set[int] = field(default_factory=set)
     started: bool = False
-
-
-def chunk_of(indices: list[int], chunk: tuple[int, int] | None) -> list[int]:
-    """The k-th of n contiguous slices of a file's tests (as even as the count allows)."""
-    if chunk is None:
-        return indices
-    k, n = chunk
-    size, extra = divmod(len(indices), n)
-    lo = (k - 1) * size + min(k - 1, extra)
-    hi = lo + size + (1 if k <= extra else 0)
-    return indices[lo:hi]
 
 
 class SuitefitScheduling:
@@ -252,30 +241,33 @@ class SuitefitScheduling:
                 return
 
     def _apply(self, node: Any, decisions: list[Decision]) -> bool:
-        """Carry out the core's decisions for ``node``; True if it got tests to run."""
-        wid = node.gateway.id
+        """Carry out the core's decisions (each names its worker); True if ``node`` got tests."""
         sent = False
         for d in decisions:
+            target = self._by_id.get(d.worker)
+            if target is None:
+                continue
+            wid = d.worker
             if isinstance(d, Release):
-                self._post_release(node, d)
+                self._post_release(target, d)
             elif isinstance(d, Send):
                 indices = self._indices(d.unit)
                 self.on_decision("over-budget" if d.over_budget else "send", wid, d.unit.name, d.reason)
                 if not indices:  # nothing of it was collected: done at once
                     self.core.done(wid, d.unit.name, self._now())
-                    sent = True
+                    sent = sent or target is node
                     continue
-                self.node2units[node].append(_Assigned(d.unit, indices, set(indices)))
-                self.node2pending[node].extend(indices)
+                self.node2units[target].append(_Assigned(d.unit, indices, set(indices)))
+                self.node2pending[target].extend(indices)
                 self.placement.setdefault(wid, []).append(d.unit.name)
-                node.send_runtest_some(indices)
-                self._note_running(node)
-                sent = True
+                target.send_runtest_some(indices)
+                self._note_running(target)
+                sent = sent or target is node
             elif isinstance(d, Shutdown):
                 self.on_decision("shutdown", wid, "-", d.reason)
-                self._shutdown.add(node)
-                node.shutdown()
-                self._note_running(node)  # its held test now runs
+                self._shutdown.add(target)
+                target.shutdown()
+                self._note_running(target)  # its held test now runs
             elif isinstance(d, Wait):
                 self.on_decision("wait", wid, d.unit, d.reason)
         return sent

@@ -9,6 +9,7 @@ import click
 
 from suitefit.config import load_config
 from suitefit.diagnose.bisect import bisect
+from suitefit.diagnose.explain import remember
 from suitefit.history import History
 
 
@@ -32,6 +33,10 @@ def command(test: str, run_id: int | None, timeout: float | None, history_path: 
     with History(path, create=False) as h:
         res = bisect(h, test, cwd=Path.cwd(), run_id=run_id, pytest_args=pytest_args,
                      timeout_s=timeout, progress=progress)
+        # What bisect finds, the next plan honours (suitefit plan --constraints lists it).
+        stored = remember(h, res.role, res.test, res.culprit,
+                          f"{res.alone_outcome} alone, {res.suite_outcome} after {res.culprit}",
+                          source="suitefit bisect", run_id=res.run_id, rootdir=str(Path.cwd()))
     if as_json:
         click.echo(json.dumps(res.to_json(), indent=2))
     else:
@@ -42,4 +47,6 @@ def command(test: str, run_id: int | None, timeout: float | None, history_path: 
         click.echo(res.message)
         click.echo(f"{res.pytest_runs} pytest runs")
         click.echo(f"reproduce: {res.command}")
+        if stored:
+            click.echo(f"remembered: {stored} (suitefit plan --constraints)")
     return 0 if res.culprit else 1

@@ -13,6 +13,7 @@ import click
 from suitefit.budget import detect_budget
 from suitefit.config import load_config
 from suitefit.costs import load_costs_or_discover
+from suitefit.errors import SuitefitError
 from suitefit.model import Measured, Plan
 from suitefit.plan import make_plan, plan_shards
 from suitefit.units import fmt_mb, fmt_s
@@ -59,13 +60,31 @@ def _print_plan(console: Any, plan: Plan, show_all: bool) -> None:
 @click.option("--history", "history_path", type=click.Path(dir_okay=False, path_type=Path),
               help="History file (default: [tool.suitefit] history).")
 @click.option("--all", "show_all", is_flag=True, help="List every unit, not only the first 25.")
+@click.option("--constraints", "show_constraints", is_flag=True,
+              help="List the learned order constraints with their evidence (and nothing else).")
+@click.option("--as-groups", is_flag=True,
+              help="With --constraints: print them as [tool.suitefit] groups TOML, for review.")
+@click.option("--write", "write_pyproject", is_flag=True,
+              help="With --as-groups: add that table to pyproject.toml instead of printing it.")
 def command(as_json: bool, memory_budget: str | None, workers: int | None, shards: int | None,
-            history_path: Path | None, show_all: bool) -> None:
+            history_path: Path | None, show_all: bool, show_constraints: bool, as_groups: bool,
+            write_pyproject: bool) -> None:
     """Plan workers, groups, order and shards from the history, with one reason per decision."""
     cfg = load_config()
     path = history_path or cfg.history_path
+    if (as_groups or write_pyproject) and not show_constraints:
+        raise SuitefitError("--as-groups and --write go with --constraints")
+    if write_pyproject and not as_groups:
+        raise SuitefitError("--write goes with --as-groups")
+    if show_constraints:
+        from suitefit.cli.constraints import show
+
+        show(cfg, path, as_json=as_json, as_groups=as_groups, write=write_pyproject)
+        return
     budget = detect_budget(memory_budget, workers, cfg)
     costs, found, discovered = load_costs_or_discover(cfg, path)
+    for line in costs.dropped_constraints:
+        click.echo(f"suitefit: {line}", err=True)
     head = (f"history: {path} ({costs.runs_used} run(s) used)" if costs.runs_used else
             f"no history at {path}" if not found else f"history {path} holds no finished run")
     if not costs.runs_used:

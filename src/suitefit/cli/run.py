@@ -46,9 +46,17 @@ def _check_args(args: list[str]) -> None:
               help="run shard K of N (default: the CI's own variables, e.g. CI_NODE_INDEX/CI_NODE_TOTAL)")
 @click.option("--result", "result_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="where a shard writes its portable result (default .suitefit/shard-K-of-N.json)")
+@click.option("--explain-failures/--no-explain-failures", "explain", default=None,
+              help="after the suite, bisect each new failure in fresh processes to its polluter or "
+                   "provider and remember it for the next plan (default: [tool.suitefit] explain_failures)")
+@click.option("--explain-limit", type=click.IntRange(min=1), default=None, metavar="N",
+              help="diagnose at most N new failures (default 5, or the number in explain_failures)")
+@click.option("--explain-time", type=click.FloatRange(min=1), default=300.0, show_default=True, metavar="S",
+              help="time box of the whole diagnosis, in seconds")
 @click.argument("pytest_args", nargs=-1, type=click.UNPROCESSED)
 def command(history_path: Path | None, memory_budget: str | None, workers: int | None, grace: float,
-            shard_text: str | None, result_path: Path | None, pytest_args: tuple[str, ...]) -> None:
+            shard_text: str | None, result_path: Path | None, explain: bool | None,
+            explain_limit: int | None, explain_time: float, pytest_args: tuple[str, ...]) -> None:
     """Run the suite under a plan made from the history (through pytest-xdist).
 
     Arguments after `--` go to pytest. Every run is recorded, so each run improves the next plan.
@@ -76,7 +84,10 @@ def command(history_path: Path | None, memory_budget: str | None, workers: int |
     path = history_path or cfg.history_path
     if path.exists():  # checked before the plan reads it: a corrupt one is set aside
         history_for_a_run(path).close()
+    explain_n = _explain_count(explain, explain_limit, cfg.explain_failures)
     costs, existed, _ = load_costs_or_discover(cfg, path)
+    for line in costs.dropped_constraints:
+        click.echo(f"suitefit: {line}", err=True)
     budget = detect_budget(memory_budget, workers, cfg)
     spec = None
     if shard is not None:
@@ -115,6 +126,10 @@ def command(history_path: Path | None, memory_budget: str | None, workers: int |
     full = ["--suitefit", f"--suitefit-history={h.path}", f"--suitefit-run-id={run_id}",
             f"--suitefit-plan={plan_file}", f"--suitefit-grace={grace}",
             f"--suitefit-threshold={budget.memory_mb:.0f}MiB"]
+    if explain_n:
+        # Still exec: the plugin diagnoses from pytest's own process once the session is over
+        # (run_close.RunClose.explain_failures says why).
+        full += [f"--suitefit-explain={explain_n}", f"--suitefit-explain-s={explain_time}"]
     if spec is not None:
         spec_file = h.path.parent / f"shard-spec-{run_id}.json"
         spec.dump(spec_file)
@@ -128,6 +143,17 @@ def command(history_path: Path | None, memory_budget: str | None, workers: int |
     pin_threads(env)
     h.close()
     exec_pytest([*full, *args], env, h.path, run_id)
+
+
+def _explain_count(flag: bool | None, limit: int | None, configured: int) -> int:
+    """New failures to diagnose: the flag wins over [tool.suitefit] explain_failures."""
+    if flag is False:
+        return 0
+    if flag is None and not configured:
+        return 0
+    from suitefit.config import DEFAULT_EXPLAIN_FAILURES
+
+    return limit or configured or DEFAULT_EXPLAIN_FAILURES
 
 
 def exec_pytest(args: list[str], env: dict[str, str], history_path: Path, run_id: int) -> NoReturn:

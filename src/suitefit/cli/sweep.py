@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import click
@@ -10,7 +11,7 @@ import click
 from suitefit.budget import detect_budget
 from suitefit.config import load_config
 from suitefit.costs import DEFAULT_WORKER
-from suitefit.diagnose.sweep import DEFAULT_FILE_MB, sweep
+from suitefit.diagnose.sweep import DEFAULT_FILE_MB, SweepReport, sweep
 from suitefit.errors import SuitefitError
 from suitefit.history import History
 from suitefit.units import fmt_mb, fmt_s
@@ -25,13 +26,18 @@ from suitefit.units import fmt_mb, fmt_s
 @click.option("--timeout", type=float, default=None, help="Kill one pytest process after this many seconds.")
 @click.option("--history", "history_path", type=click.Path(), default=None, help="History file.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option("--bisect", "then_bisect", is_flag=True,
+              help="Bisect each victim and dependent to its polluter or provider and remember it for "
+                   "the next plan (--repeat defaults to 2 then: a flaky test is never bisected).")
 @click.argument("pytest_args", nargs=-1, type=click.UNPROCESSED)
 def command(repeat: int | None, jobs: int | None, memory_budget: str | None, run_id: int | None,
             fresh: bool, timeout: float | None, history_path: str | None, as_json: bool,
-            pytest_args: tuple[str, ...]) -> int:
+            then_bisect: bool, pytest_args: tuple[str, ...]) -> int:
     """Run every test file alone and report victims, dependents and flaky tests (exit 1 if any)."""
     cfg = load_config()
-    repeat = repeat if repeat is not None else int(cfg.get("sweep.repeat"))
+    # --bisect needs two runs of each file alone to tell a flaky test from an order dependency
+    repeat = repeat if repeat is not None else (
+        int(cfg.get("sweep.repeat")) if "repeat" in cfg.section("sweep") else 2 if then_bisect else 1)
     if jobs is not None and jobs < 1:
         raise SuitefitError(f"--jobs must be at least 1, got {jobs}")
     # The same budget as `suitefit run`: flags, else [tool.suitefit], else cgroup/RAM minus margin.
@@ -52,8 +58,12 @@ def command(repeat: int | None, jobs: int | None, memory_budget: str | None, run
                     jobs=budget.workers or budget.cpus, budget_mb=budget.memory_mb, run_id=run_id,
                     fresh=fresh, default_file_mb=float(default_mb),
                     timeout_s=timeout, progress=progress)
+        learned = _bisect_findings(h, rep, pytest_args, timeout, progress) if then_bisect else []
     if as_json:
-        click.echo(json.dumps(rep.to_json(), indent=2))
+        data = rep.to_json()
+        if then_bisect:
+            data["learned"] = learned
+        click.echo(json.dumps(data, indent=2))
     else:
         made = "made now" if rep.suite_made else "from the history"
         click.echo(f"swept {len(rep.files)} files alone x{rep.repeat} against full run {rep.suite_run} "
@@ -65,6 +75,41 @@ def command(repeat: int | None, jobs: int | None, memory_budget: str | None, run
             click.echo("no order dependencies or flaky tests found")
         for f in rep.findings:
             click.echo(f"{f.kind:<9} {f.nodeid}: {f.explain()}")
-        if any(f.kind in ("victim", "dependent") for f in rep.findings):
-            click.echo("next: suitefit bisect NODEID  (finds the polluter or provider)")
+        for line in learned:
+            click.echo(line)
+        if any(f.kind in ("victim", "dependent") for f in rep.findings) and not then_bisect:
+            click.echo("next: suitefit bisect NODEID  (finds the polluter or provider), "
+                       "or sweep --bisect for all of them")
     return 1 if rep.findings else 0
+
+
+def _bisect_findings(h: History, rep: SweepReport, pytest_args: tuple[str, ...], timeout: float | None,
+                     progress: Callable[[str], None]) -> list[str]:
+    """Bisect each victim and dependent against the swept run; remember what is found."""
+    from suitefit.diagnose.bisect import bisect
+    from suitefit.diagnose.explain import remember
+
+    flaky = {f.file for f in rep.findings if f.kind == "flaky"}
+    out: list[str] = []
+    for f in rep.findings:
+        if f.kind not in ("victim", "dependent"):
+            continue
+        if f.file in flaky:  # its file has a flaky test: an order cannot be trusted there
+            out.append(f"not bisected {f.nodeid}: its file has a flaky test")
+            continue
+        try:
+            res = bisect(h, f.nodeid, cwd=Path.cwd(), run_id=rep.suite_run, pytest_args=pytest_args,
+                         timeout_s=timeout, progress=progress)
+        except SuitefitError as e:
+            out.append(f"not bisected {f.nodeid}: {e}")
+            continue
+        stored = remember(h, res.role, res.test, res.culprit,
+                          f"{res.alone_outcome} alone, {res.suite_outcome} after {res.culprit}",
+                          source=f"suitefit sweep --bisect of run {rep.suite_run}", run_id=res.run_id,
+                          rootdir=str(Path.cwd()))
+        if res.culprit is None:
+            out.append(f"no single culprit for {f.nodeid}: {res.message}")
+            continue
+        out.append(f"{res.role} of {f.nodeid}: {res.culprit} ({res.pytest_runs} pytest runs); "
+                   + (f"remembered: {stored}" if stored else "in one file: not an order of files"))
+    return out

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -141,33 +141,56 @@ def check_known(nodeid: str, cwd: Path, pytest_args: Sequence[str]) -> None:
         raise SuitefitError(f"unknown test {nodeid}: no file {_file(nodeid)} under {cwd}")
 
 
-def bisect(history: History, nodeid: str, *, cwd: Path, run_id: int | None = None,
-           pytest_args: Sequence[str] = (), timeout_s: float | None = None,
-           progress: Callable[[str], None] | None = None) -> BisectResult:
-    """Find the earlier test that flips ``nodeid``'s outcome, counting every pytest run."""
-    check_known(nodeid, cwd, pytest_args)
-    candidates = _candidate_runs(history, nodeid, run_id, cwd, pytest_args)
-    runs = 0
+class Replayer:
+    """Runs TEST after a given list of tests in one fresh pytest, counting every run.
 
-    def outcome(subset: Sequence[str]) -> str:
-        nonlocal runs
-        runs += 1
-        res = run_pytest([*pytest_args, *subset, nodeid], cwd=cwd, timeout_s=timeout_s)
+    Shared by ``suitefit bisect`` and the diagnosis of ``suitefit run --explain-failures``.
+    A run that did not keep the given order is an error: its answer would mean nothing.
+    """
+
+    def __init__(self, nodeid: str, cwd: Path, pytest_args: Sequence[str] = (),
+                 timeout_s: float | None = None, progress: Callable[[str], None] | None = None,
+                 env: Mapping[str, str] | None = None) -> None:
+        self.nodeid = nodeid
+        self.env = env
+        self.cwd = cwd
+        self.pytest_args = list(pytest_args)
+        self.timeout_s = timeout_s
+        self.progress = progress
+        self.runs = 0
+
+    def outcome(self, subset: Sequence[str]) -> str:
+        nodeid = self.nodeid
+        self.runs += 1
+        res = run_pytest([*self.pytest_args, *subset, nodeid], cwd=self.cwd, timeout_s=self.timeout_s,
+                         env=self.env)
         got = res.outcome_of(nodeid)
         if got is None and any(_file(nodeid).startswith(c.split("::", 1)[0]) for c in res.collect_errors):
             got = "error"  # its file did not import in this order: a failure like any other
             res.tests.append(TestOutcome(nodeid, _file(nodeid), got, "main", len(res.tests), 0.0, 0.0))
         if got is None:
             if res.collect_errors or res.exit_code == 5:
-                raise SuitefitError(f"unknown test {nodeid}: pytest does not collect it in {cwd}")
+                raise SuitefitError(f"unknown test {nodeid}: pytest does not collect it in {self.cwd}")
             raise SuitefitError(f"pytest did not report {nodeid} (exit {res.exit_code})", 3)
         expected = [*subset, nodeid]
         if res.order != expected:
             raise SuitefitError(f"pytest ran the tests in another order than given ({res.order[:3]}...): "
                                 "a plugin reorders them; disable it in PYTEST ARGS", 3)
-        if progress:
-            progress(f"run {runs}: {len(subset)} test(s) before it -> {got}")
+        if self.progress:
+            self.progress(f"run {self.runs}: {len(subset)} test(s) before it -> {got}")
         return got
+
+
+def bisect(history: History, nodeid: str, *, cwd: Path, run_id: int | None = None,
+           pytest_args: Sequence[str] = (), timeout_s: float | None = None,
+           progress: Callable[[str], None] | None = None) -> BisectResult:
+    """Find the earlier test that flips ``nodeid``'s outcome, counting every pytest run."""
+    check_known(nodeid, cwd, pytest_args)
+    candidates = _candidate_runs(history, nodeid, run_id, cwd, pytest_args)
+    replay = Replayer(nodeid, cwd, pytest_args, timeout_s, progress)
+
+    def outcome(subset: Sequence[str]) -> str:
+        return replay.outcome(subset)
 
     alone = outcome([])
     # Replay the newest recorded run in which TEST's outcome differs from its outcome alone.
@@ -198,16 +221,16 @@ def bisect(history: History, nodeid: str, *, cwd: Path, run_id: int | None = Non
     assert culprit is not None
     if not search.confirmed and not flips([culprit]):
         if not flips(prefix):
-            return BisectResult(**base, culprit=None, pytest_runs=runs, trace=trace,  # type: ignore[arg-type]
+            return BisectResult(**base, culprit=None, pytest_runs=replay.runs, trace=trace,  # type: ignore[arg-type]
                                 command=reproducer([*prefix, nodeid], pytest_args),
                                 message=f"the {len(prefix)} tests before it in {test.worker} do not "
                                         f"make it {suite} again: the cause is outside that process "
                                         "(another worker, files, network) or it is flaky")
-        return BisectResult(**base, culprit=None, pytest_runs=runs, trace=trace,  # type: ignore[arg-type]
+        return BisectResult(**base, culprit=None, pytest_runs=replay.runs, trace=trace,  # type: ignore[arg-type]
                             command=reproducer([*prefix, nodeid], pytest_args),
                             message="no single earlier test flips it; it needs several together "
                                     "(the full prefix reproduces it)")
     verb = "pollutes it" if role == "polluter" else "provides the state it needs"
-    return BisectResult(**base, culprit=culprit, pytest_runs=runs, trace=trace,  # type: ignore[arg-type]
+    return BisectResult(**base, culprit=culprit, pytest_runs=replay.runs, trace=trace,  # type: ignore[arg-type]
                         command=reproducer([culprit, nodeid], pytest_args),
                         message=f"{culprit} {verb}: {nodeid} is {alone} alone and {suite} after it")

@@ -48,7 +48,17 @@ from suitefit.units import fmt_mb, fmt_s
 
 DEFAULT_WALL_S = 1.0
 DEFAULT_PEAK_MB = 50.0
-NEGLIGIBLE_SHARE = 0.01  # a unit needing at most this share of the budget adds ~nothing
+
+
+def chunk_of(indices: list[int], chunk: tuple[int, int] | None) -> list[int]:
+    """The k-th of n contiguous slices of a file's tests (as even as the count allows)."""
+    if chunk is None:
+        return indices
+    k, n = chunk
+    size, extra = divmod(len(indices), n)
+    lo = (k - 1) * size + min(k - 1, extra)
+    hi = lo + size + (1 if k <= extra else 0)
+    return indices[lo:hi]
 
 
 # -- decisions ----------------------------------------------------------------------------
@@ -114,7 +124,7 @@ class _Slot:
 
 
 class _Worker:
-    __slots__ = ("base", "holding", "name", "peak", "queue", "wait_reason", "waiting")
+    __slots__ = ("base", "draining", "holding", "name", "peak", "queue", "wait_reason", "waiting")
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -124,6 +134,7 @@ class _Worker:
         self.waiting = False  # asked and got Wait
         self.wait_reason = ""
         self.holding = False  # its last test waits for a next unit (xdist)
+        self.draining = False  # shut down: runs what it holds, takes nothing more
 
 
 class _MinTree:
@@ -404,7 +415,9 @@ class Core:
         """``name`` needs its next unit (``holding``: its last test waits for it).
 
         Returns the decisions for it: ``Release``s then a ``Send``, or a ``Shutdown``, or
-        a ``Wait`` (only when the reason changed since its last one, else nothing).
+        a ``Wait`` (only when the reason changed since its last one, else nothing). When no
+        worker runs a test and nothing fits here, the one unit that goes may go to another
+        waiting worker: those decisions name that worker.
         """
         self.worker_up(name)
         w = self._workers[name]
@@ -413,14 +426,30 @@ class Core:
             w.waiting = False
             return self._emit(now, [Shutdown(name, "stopped: a worker died" if self._stopped
                                              else "nothing left to run")])
-        slot, reason, over = self._choose(w, now)
-        if slot is None:
-            if w.waiting and w.wait_reason == reason:
-                return []
-            w.waiting, w.wait_reason = True, reason
-            head = self._head_slot()
-            return self._emit(now, [Wait(name, head.unit.name if head else "", reason)])
-        return self._emit(now, self._send(w, slot, reason, over, now))
+        slot, reason, over, target, shut = self._choose(w, now)
+        out: list[Decision] = []
+        if shut:  # nothing fits until ``target`` ends
+            target.waiting = False
+            out = [Shutdown(target.name, reason)]
+            if target.queue:
+                target.draining = True
+            else:
+                self.worker_down(target.name)
+            if target is w:
+                return self._emit(now, out)
+            if not target.queue:  # its memory is gone already: ask again
+                return self._emit(now, out) + self.want(name, now, holding=holding)
+            reason = f"waits for {target.name} to end"
+        elif slot is not None:
+            out = self._send(target, slot, reason, over, now)
+            if target is w:
+                return self._emit(now, out)
+            reason = f"the one unit that goes now goes to {target.name}"
+        if w.waiting and w.wait_reason == reason:
+            return self._emit(now, out)
+        w.waiting, w.wait_reason = True, reason
+        head = self._head_slot()
+        return self._emit(now, [*out, Wait(name, head.unit.name if head else "", reason)])
 
     def _emit(self, now: float, ds: list[Decision]) -> list[Decision]:
         if self.log is not None:
@@ -459,14 +488,8 @@ class Core:
         """Does ``slot`` fit queued on ``w``? And the tree it predicts then."""
         peak, _ = self._walk(w, slot)
         total = self._total - w.peak + peak + self._excess
-        if self.budget_mb is None or total <= self.budget_mb:
-            return True, total
-        # a unit that adds ~nothing runs while the tree is inside the budget: waiting would
-        # idle the worker (and hold its last test) for no memory saved
-        added = peak - w.peak
-        ok = (added <= max(1.0, NEGLIGIBLE_SHARE * self.budget_mb)
-              and self._total + self._excess <= self.budget_mb)
-        return ok, total
+        ok = self.budget_mb is None or total <= self.budget_mb or peak <= w.peak
+        return ok, total  # (adding nothing never makes anything worse)
 
     def _floor(self) -> float:
         return self.fixed_mb + len(self._workers) * self.baseline_mb
@@ -486,7 +509,7 @@ class Core:
         """Is any other worker running a test (not waiting with a held or no test)?"""
         return any(o.queue and not o.waiting for o in self._workers.values() if o is not exclude)
 
-    def _choose(self, w: _Worker, now: float) -> tuple[_Slot | None, str, bool]:
+    def _choose(self, w: _Worker, now: float) -> tuple[_Slot | None, str, bool, _Worker, bool]:
         head = self._head_slot()
         assert head is not None
         budget = self.budget_mb
@@ -499,12 +522,12 @@ class Core:
                 s = self._last_fitting(w)
                 if s is not None:
                     return s, (f"holds a test for ~{fmt_s(mine - now)} more and another worker "
-                               f"is free sooner: the last unit in order, not the longest"), False
+                               f"is free sooner: the last unit in order, not the longest"), False, w, False
         if budget is None:
-            return head, "no memory budget", False
+            return head, "no memory budget", False, w, False
         ok, total = self._fits(w, head)
         if ok and not self._shuts_out_a_hog(head, w):
-            return head, f"fits: tree {fmt_mb(total)} of {fmt_mb(budget)}", False
+            return head, f"fits: tree {fmt_mb(total)} of {fmt_mb(budget)}", False, w, False
         blocked = self._blocked if (self._blocked and not self._blocked.taken) else None
         if not ok and others and self._ever_fits(head) and blocked is not head:
             self._blocked = blocked = head
@@ -520,7 +543,7 @@ class Core:
                                 + sum(self._backfill.values()) + blocked.unit.peak_mb)
         _, res = self._walk(w)
         free = budget - (self._total - w.peak + self._excess) - sum(self._fx_mb[f] for f in res)
-        limit = min(max(free, max(1.0, NEGLIGIBLE_SHARE * budget)), reserve)
+        limit = min(max(free, 0.0), reserve)
         i = self._head
         while True:
             i = self._tree.first_at_most(i, limit)
@@ -535,18 +558,28 @@ class Core:
                 if blocked is not None:
                     self._backfill[s.unit.name] = s.own
                 return s, (f"fits: tree {fmt_mb(total)} of {fmt_mb(budget)}; {head.unit.name} "
-                           f"does not fit now"), False
+                           f"does not fit now"), False, w, False
         if others:
             _, total = self._fits(w, head)
             return None, (f"nothing pending fits: {head.unit.name} would take the tree to "
-                          f"{fmt_mb(total)} of {fmt_mb(budget)}"), False
-        # nobody else runs a test: waiting would wait forever; the least harmful unit goes
-        best = min((s for s in self._slots if not s.taken), key=lambda s: (self._fits(w, s)[1], s.pos))
-        ok, total = self._fits(w, best)
-        if ok:
-            return best, f"fits: tree {fmt_mb(total)} of {fmt_mb(budget)}", False
-        return best, (f"runs alone on {w.name}: it takes the tree to {fmt_mb(total)}, over "
-                      f"the {fmt_mb(budget)} budget, even with nothing else running"), True
+                          f"{fmt_mb(total)} of {fmt_mb(budget)}"), False, w, False
+        # nobody else runs a test: waiting would wait forever. The least harmful (worker,
+        # unit) among this worker and the others waiting goes; it may be another worker's
+        # (a unit that adds nothing queued behind what that one holds)
+        cands = [w, *(o for o in self._workers.values() if o.waiting and o is not w)]
+        pending = [s for s in self._slots if not s.taken]
+        total, _, _, best, o = min(((self._fits(o, s)[1], o is not w, s.pos, s, o)
+                                    for o in cands for s in pending), key=lambda c: c[:3])
+        if self._fits(o, best)[0]:
+            return best, f"fits: tree {fmt_mb(total)} of {fmt_mb(budget)}", False, o, False
+        # a waiting worker whose end would make room for it ends (it runs what it holds)
+        for x in sorted(cands, key=lambda x: -x.peak):
+            if x is not o and len(self._workers) > 1 and \
+                    total - (self.baseline_mb + x.peak) <= budget:
+                return None, (f"{best.unit.name} fits only once {x.name} ends: {x.name} is shut "
+                              f"down to make room"), False, x, True
+        return best, (f"runs alone on {o.name}: it takes the tree to {fmt_mb(total)}, over "
+                      f"the {fmt_mb(budget)} budget, even with nothing else running"), True, o, False
 
     def _last_fitting(self, w: _Worker) -> _Slot | None:
         for s in reversed(self._slots):

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from suitefit.errors import SuitefitError
 from suitefit.model import DEFAULT_RULES, CostModel, FileCost, FixtureCost, GroupingRules, Unit
+from suitefit.plan.constraints import LEARNED_PREFIX
 from suitefit.units import fmt_mb, fmt_s
 
 # Fixtures that live until the worker ends; module/class scopes repeat per file anyway.
@@ -196,8 +197,9 @@ def build_units(groups: Groups, file_costs: Mapping[str, FileCost],
     reasons: list[str] = []
     walls = {f: fc.wall_s for f, fc in file_costs.items()}
     for name, files in groups.declared:
+        what = "learned order group" if name.startswith(LEARNED_PREFIX) else "declared group"
         u = make_unit(f"group:{name}", files, file_costs, fixtures,
-                      f"declared group {name!r} ({len(files)} files): kept whole, in declared order")
+                      f"{what} {name!r} ({len(files)} files): kept whole, in declared order")
         if u.wall_s > lane_s and workers > 1:
             u = Unit(u.name, u.files, u.wall_s, u.peak_mb, u.fixtures,
                      u.reason + f"; at {fmt_s(u.wall_s)} it is longer than the ideal lane "

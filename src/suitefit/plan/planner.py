@@ -14,6 +14,7 @@ from dataclasses import replace
 
 from suitefit.errors import SuitefitError
 from suitefit.model import Budget, CostModel, FileCost, FixtureCost, Plan, Unit
+from suitefit.plan.core import Shutdown
 from suitefit.plan.grouping import (
     DEFAULT_RULES,
     PERSISTENT_SCOPES,
@@ -135,7 +136,7 @@ def _plan_one(costs: CostModel, budget: Budget, rules: GroupingRules,
         controller_mb = worker.baseline_mb if w >= 2 else 0.0
         controller_s = worker.startup_s if w >= 2 else 0.0
         sim = simulate(tmp, startup_s=worker.startup_s, baseline_mb=worker.baseline_mb,
-                       budget_mb=budget.memory_mb, fixed_mb=controller_mb, cpus=budget.cpus,
+                       budget_mb=budget.memory_mb, fixed_mb=controller_mb, cpus=budget.cpus, log=True,
                        releasable=releasable, stop_on_warning=best_wall_s is not None,
                        give_up_after_s=None if best_wall_s is None else 1.5 * best_wall_s)
         sim = replace(sim, wall_s=sim.wall_s + controller_s)
@@ -183,6 +184,11 @@ def _plan_one(costs: CostModel, budget: Budget, rules: GroupingRules,
         if len(g.files) < 2:
             reasons.append(f"{n}: one file, no grouping needed")
     reasons += _hog_reasons(chosen.units, sim, budget, chosen.workers, worker.baseline_mb)
+    for d in sim.log:
+        if isinstance(d.decision, Shutdown) and "make room" in d.decision.reason:
+            reasons.append(f"at ~{fmt_s(d.t)}: {d.decision.worker} {d.decision.reason}")
+    for r in sim.releases:
+        reasons.append(f"release {r.fixture} on {r.worker} after {r.after}: {r.reason}")
     reasons.append(f"order: {len(chosen.units)} units, longest predicted first"
                    + ("; declared groups keep their declared order" if declared_names else ""))
     return Plan(

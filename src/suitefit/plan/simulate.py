@@ -33,6 +33,7 @@ class Simulation:
     log: tuple[Logged, ...] = field(default=(), repr=False)
     complete: bool = True  # False: stopped early (a warning, or past ``give_up_after_s``)
     releases: tuple[Release, ...] = ()
+    units: Mapping[str, Unit] = field(default_factory=dict, repr=False)  # what was sent, by name
 
     @property
     def fits(self) -> bool:
@@ -58,11 +59,14 @@ class _W:
 def simulate(plan: Plan, *, startup_s: float, baseline_mb: float, budget_mb: float | None,
              cpus: int | None = None, slow: float | None = None, fixed_mb: float = 0.0,
              releasable: Collection[str] = (), names: list[str] | None = None, log: bool = False,
+             collected: Collection[str] | None = None,
              stop_on_warning: bool = False, give_up_after_s: float | None = None) -> Simulation:
     """Run ``plan`` through a fresh ``Core`` with predicted durations.
 
     ``stop_on_warning`` / ``give_up_after_s`` end a simulation early once it cannot
-    win (the worker search uses them); the result then says ``complete=False``.
+    win (the worker search uses them); the result then says ``complete=False``. With
+    ``collected`` (the files a run collected), the plan is first matched to them, as the
+    xdist scheduler does: a one-process run takes its order from this.
     """
     n = max(1, plan.workers)
     names = names or worker_names(n)
@@ -70,6 +74,8 @@ def simulate(plan: Plan, *, startup_s: float, baseline_mb: float, budget_mb: flo
         slow = max(1.0, n / cpus) if cpus else 1.0
     core = Core(plan.units, plan.fixtures, budget_mb=budget_mb, baseline_mb=baseline_mb,
                 fixed_mb=fixed_mb, releasable=releasable, slow=slow, log=log)
+    if collected is not None:  # a run's order: the plan matched to what was collected
+        core.reconcile(list(collected))
     for w in names:
         core.worker_up(w)
     setup = {f.name: f.setup_s for f in plan.fixtures}
@@ -79,6 +85,7 @@ def simulate(plan: Plan, *, startup_s: float, baseline_mb: float, budget_mb: flo
     placement: dict[str, list[str]] = {w: [] for w in names}
     spans: dict[str, tuple[str, float, float]] = {}
     releases: list[Release] = []
+    sent: dict[str, Unit] = {}
     waiting: list[str] = []
     t = startup_s * slow
     peak = core.predicted_mb
@@ -100,35 +107,39 @@ def simulate(plan: Plan, *, startup_s: float, baseline_mb: float, budget_mb: flo
         spans[u.name] = (w, now, now + dur)
         push(now + dur - st.last, "ask", w)
 
-    def apply(w: str, ds: list[Decision], now: float) -> bool:
-        st = ws[w]
-        decided = False
+    def apply(ds: list[Decision], now: float) -> set[str]:
+        """Carry out decisions (each names its worker); returns the workers that got an answer."""
+        decided: set[str] = set()
         for d in ds:
+            st = ws[d.worker]
             if isinstance(d, Release):
                 releases.append(d)
                 st.release.add(d.fixture)
             elif isinstance(d, Send):
-                placement[w].append(d.unit.name)
-                decided = True
+                placement[d.worker].append(d.unit.name)
+                sent[d.unit.name] = d.unit
+                decided.add(d.worker)
                 if st.unit is None:
-                    start(w, d.unit, now)
+                    start(d.worker, d.unit, now)
                 else:
                     st.next = d.unit
             elif isinstance(d, Shutdown):
-                decided = True
+                decided.add(d.worker)
                 st.down = True
-        if decided and st.unit is not None and st.held:
-            st.held = False
-            push(now + st.last, "end", w)
-        if decided and st.unit is None and st.down:
-            core.worker_down(w)
+        for w in decided:
+            st = ws[w]
+            if w in waiting:
+                waiting.remove(w)
+            if st.unit is not None and st.held:
+                st.held = False
+                push(now + st.last, "end", w)
+            if st.unit is None and st.down:
+                core.worker_down(w)
         return decided
 
     def ask(w: str, now: float) -> None:
         nonlocal peak
-        if w in waiting:
-            waiting.remove(w)
-        if not apply(w, core.want(w, now, holding=ws[w].unit is not None), now):
+        if w not in apply(core.want(w, now, holding=ws[w].unit is not None), now) and w not in waiting:
             waiting.append(w)
         peak = max(peak, core.predicted_mb)
 
@@ -137,7 +148,7 @@ def simulate(plan: Plan, *, startup_s: float, baseline_mb: float, budget_mb: flo
     while events:
         if (stop_on_warning and core.stats.warnings) or (give_up_after_s is not None and t > give_up_after_s):
             return _result(n, float("inf") if core.stats.warnings else t, peak, placement, spans,
-                           core, releases, complete=False)
+                           core, releases, sent, complete=False)
         t, _, kind, w = heapq.heappop(events)
         st = ws[w]
         if kind == "ask":
@@ -160,22 +171,23 @@ def simulate(plan: Plan, *, startup_s: float, baseline_mb: float, budget_mb: flo
         elif st.down:
             core.worker_down(w)
         for w2 in list(waiting):
-            ask(w2, t)
+            if w2 in waiting:
+                ask(w2, t)
     if not core.finished:
         raise AssertionError(f"the core made no progress: {core.pending} unit(s) pending, "
                              f"workers waiting: {waiting}")  # a bug: the core must always progress
-    return _result(n, end_t, peak, placement, spans, core, releases)
+    return _result(n, end_t, peak, placement, spans, core, releases, sent)
 
 
 def _result(n: int, wall: float, peak: float, placement: Mapping[str, list[str]],
             spans: Mapping[str, tuple[str, float, float]], core: Core, releases: list[Release],
-            complete: bool = True) -> Simulation:
+            sent: Mapping[str, Unit], complete: bool = True) -> Simulation:
     waited = {u: max(0.0, spans[u][1] - t0) for u, t0 in core.stats.waited.items() if u in spans}
     return Simulation(
         workers=n, wall_s=wall, peak_mb=peak,
         placement={w: tuple(v) for w, v in placement.items()},
         spans=dict(spans), waited_s=waited, warnings=tuple(core.stats.warnings),
-        log=tuple(core.log or ()), complete=complete, releases=tuple(releases),
+        log=tuple(core.log or ()), complete=complete, releases=tuple(releases), units=dict(sent),
     )
 
 

@@ -1,0 +1,346 @@
+"""The scheduling core, the code `suitefit plan` and `suitefit run` both drive.
+
+Property tests (hypothesis) drive ``Core`` the way xdist does (a worker asks for its
+next unit while it holds its current unit's last test, units end in any order across
+workers) and drive the real xdist adapter with stand-in nodes that behave like xdist's
+workers (a node runs a test only once it has a next one or is shut down).
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import operator
+import random
+from collections import Counter
+from types import SimpleNamespace
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from suitefit.model import Budget, FixtureCost, Plan, Unit
+from suitefit.plan.core import Core, Release, Send, Shutdown, Wait, chunk_of
+from suitefit.plan.simulate import simulate
+from suitefit.xdist_sched import SuitefitScheduling
+
+SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@st.composite
+def scenarios(draw: st.DrawFn) -> dict:
+    fx = [FixtureCost(f"fx{i}", "session", setup_s=draw(st.floats(0, 2)), procs=1,
+                      mb=draw(st.floats(0, 400))) for i in range(draw(st.integers(0, 3)))]
+    n_units = draw(st.integers(1, 25))
+    units = []
+    for i in range(n_units):
+        uses = tuple(sorted(draw(st.sets(st.sampled_from([f.name for f in fx]), max_size=2)))) if fx else ()
+        own = draw(st.floats(0, 800))
+        files = tuple(f"tests/test_{i}_{k}.py" for k in range(draw(st.integers(1, 3))))
+        wall = draw(st.floats(0.01, 10))
+        units.append(Unit(f"u{i}", files, wall, own + sum(f.mb for f in fx if f.name in uses),
+                          fixtures=uses, last_s=draw(st.sampled_from([0.0, wall / 3, wall]))))
+    units.sort(key=lambda u: -u.wall_s)
+    workers = draw(st.integers(1, 4))
+    baseline = draw(st.floats(0, 150))
+    fixed = baseline if workers > 1 else 0.0
+    budget = fixed + workers * baseline + draw(st.floats(0, 3000))
+    releasable = tuple(f.name for f in fx if draw(st.booleans()))
+    return dict(units=units, fx=fx, workers=workers, baseline=baseline, fixed=fixed, budget=budget,
+                releasable=releasable, seed=draw(st.integers(0, 2**32 - 1)))
+
+
+def _worst_fits(sc: dict) -> bool:
+    """Every unit fits beside every fixture resident on every worker: no order can fail."""
+    n = sc["workers"]
+    worst = sc["fixed"] + n * sc["baseline"] + n * sum(f.mb for f in sc["fx"]) + \
+        max(u.peak_mb for u in sc["units"])
+    return worst <= sc["budget"]
+
+
+def drive(sc: dict) -> tuple[Core, list[tuple[str, Send]], float]:
+    """Drive a Core as xdist would, with a random (seeded) order of completions."""
+    rng = random.Random(sc["seed"])
+    core = Core(sc["units"], sc["fx"], budget_mb=sc["budget"], baseline_mb=sc["baseline"],
+                fixed_mb=sc["fixed"], releasable=sc["releasable"])
+    names = [f"gw{i}" for i in range(sc["workers"])]
+    queue: dict[str, list[Unit]] = {w: [] for w in names}
+    stage: dict[str, str] = {w: "idle" for w in names}  # idle | body | held | released | down
+    sends: list[tuple[str, Send]] = []
+    peak = 0.0
+
+    def ask(w: str) -> None:
+        nonlocal peak
+        for d in core.want(w, 0.0, holding=bool(queue[w])):
+            o = d.worker
+            held = bool(queue[o])
+            if isinstance(d, Send):
+                assert stage[o] in ("idle", "held"), f"{o} got a unit while {stage[o]}"
+                sends.append((o, d))
+                queue[o].append(d.unit)
+                stage[o] = "released" if held else "body"
+                if not held:
+                    core.started(o, d.unit.name, 0.0)
+            elif isinstance(d, Shutdown):
+                stage[o] = "released" if held else "down"
+                if not held:
+                    core.worker_down(o)
+                queue[o].append(None)  # type: ignore[arg-type]  # the end marker
+            elif isinstance(d, Release):
+                assert d.after == queue[o][-1].name  # only after what it runs now
+            else:
+                assert isinstance(d, Wait)
+        peak = max(peak, core.predicted_mb)
+
+    for w in names:  # xdist brings every worker up before it schedules
+        core.worker_up(w)
+    for w in names:
+        ask(w)
+    steps = 0
+    while not core.finished or any(s != "down" for s in stage.values()):
+        steps += 1
+        assert steps < 10_000, "no progress"
+        movable = [w for w in names if stage[w] in ("body", "released")]
+        if not movable:  # a worker went down since they last asked: they ask again
+            for w in names:
+                if stage[w] in ("idle", "held"):
+                    ask(w)
+            movable = [w for w in names if stage[w] in ("body", "released")]
+            assert movable or all(s == "down" for s in stage.values()), \
+                f"deadlock: {stage} pending {core.pending}"
+            if not movable:
+                break
+        w = rng.choice(movable)
+        if stage[w] == "body":  # reaches its unit's last test: holds it and asks
+            stage[w] = "held"
+            ask(w)
+        else:  # the held test runs: the unit is done
+            u = queue[w].pop(0)
+            core.done(w, u.name, 0.0)
+            nxt = queue[w][0] if queue[w] else None
+            if nxt is None:
+                stage[w] = "down"
+                core.worker_down(w)
+            else:
+                stage[w] = "body"
+                core.started(w, nxt.name, 0.0)
+            for o in names:
+                if stage[o] in ("idle", "held"):
+                    ask(o)
+    return core, sends, peak
+
+
+@SETTINGS
+@given(scenarios())
+def test_core_runs_every_unit_once_without_deadlock(sc: dict) -> None:
+    core, sends, _peak = drive(sc)
+    assert core.finished
+    ran = Counter(d.unit.name for _, d in sends)
+    assert set(ran) == {u.name for u in sc["units"]} and set(ran.values()) == {1}
+    # a unit is never split: each Send carries a whole unit, files as planned
+    by = {u.name: u for u in sc["units"]}
+    assert all(d.unit.files == by[d.unit.name].files for _, d in sends)
+
+
+@SETTINGS
+@given(scenarios())
+def test_core_respects_the_budget_when_every_unit_fits(sc: dict) -> None:
+    if not _worst_fits(sc):
+        return
+    _core, sends, peak = drive(sc)
+    assert not any(d.over_budget for _, d in sends)
+    assert peak <= sc["budget"] + 1e-6
+
+
+@SETTINGS
+@given(scenarios())
+def test_simulation_is_the_core_on_a_clock(sc: dict) -> None:
+    plan = Plan(workers=sc["workers"], units=tuple(sc["units"]), budget=Budget(sc["budget"], 4),
+                predicted_wall_s=0, predicted_peak_mb=0, reasons=(), fixtures=tuple(sc["fx"]))
+    sim = simulate(plan, startup_s=0.5, baseline_mb=sc["baseline"], budget_mb=sc["budget"],
+                   fixed_mb=sc["fixed"], releasable=sc["releasable"], slow=1.0, log=True)
+    ran = Counter(u for us in sim.placement.values() for u in us)
+    assert set(ran) == {u.name for u in sc["units"]} and set(ran.values()) == {1}
+    for us in sim.placement.values():  # a worker runs its units one after another
+        spans = [sim.spans[u] for u in us]
+        assert all(a[2] <= b[1] + 1e-9 for a, b in itertools.pairwise(spans))
+    sends = [lg.decision for lg in sim.log if isinstance(lg.decision, Send)]
+    assert len(sends) == len(sc["units"])
+    if _worst_fits(sc):
+        assert sim.fits and sim.peak_mb <= sc["budget"] + 1e-6
+
+
+# -- specific behaviours ------------------------------------------------------------------
+
+
+def _plan(units: list[Unit], fixtures: tuple[FixtureCost, ...] = (), budget: float = 10_000,
+          workers: int = 2, **kw: float | tuple[str, ...]) -> Plan:
+    return Plan(workers=workers, units=tuple(units), budget=Budget(budget, 2), predicted_wall_s=0,
+                predicted_peak_mb=0, reasons=(), fixtures=fixtures, **kw)  # type: ignore[arg-type]
+
+
+def test_resident_pool_does_not_stack_under_hogs_when_released() -> None:
+    # The issue's budget case: a pool unit set up first stayed resident under the hogs.
+    pool = FixtureCost("pool", "session", 1.0, procs=3, mb=900.0)
+    units = [Unit("fixture:pool", ("tests/test_p1.py", "tests/test_p2.py"), 5.0, 1000.0, ("pool",), last_s=1.0),
+             *(Unit(f"tests/test_h{i}.py", (f"tests/test_h{i}.py",), 3.0, mb, last_s=3.0)
+               for i, mb in enumerate((1500.0, 1200.0, 1000.0, 800.0)))]
+    kept = simulate(_plan(units, (pool,), budget=2105, workers=1), startup_s=0, baseline_mb=100,
+                    budget_mb=2105, releasable=())
+    released = simulate(_plan(units, (pool,), budget=2105, workers=1), startup_s=0, baseline_mb=100,
+                        budget_mb=2105, releasable=("pool",))
+    assert released.fits and released.peak_mb <= 2105
+    assert [r.fixture for r in released.releases] == ["pool"]
+    # without release the core orders the hogs before the pool rather than stack them on it
+    assert kept.fits and kept.peak_mb <= 2105
+    assert kept.placement["gw0"].index("tests/test_h0.py") < kept.placement["gw0"].index("fixture:pool")
+
+
+def test_a_fixture_a_later_unit_needs_is_not_released() -> None:
+    pool = FixtureCost("pool", "session", 1.0, procs=3, mb=300.0)
+    units = [Unit("a", ("tests/test_a.py",), 2.0, 310.0, ("pool",)),
+             Unit("b", ("tests/test_b.py",), 1.0, 10.0),
+             Unit("c", ("tests/test_c.py",), 0.5, 310.0, ("pool",))]
+    sim = simulate(_plan(units, (pool,), workers=1), startup_s=0, baseline_mb=10, budget_mb=10_000,
+                   releasable=("pool",))
+    # released only after c, its last user: never between a and c
+    assert [(r.fixture, r.after) for r in sim.releases] in ([], [("pool", "c")])
+
+
+def test_a_worker_holding_a_long_test_leaves_the_long_units_to_a_free_worker() -> None:
+    # Model-Optimizer: the plan put test_dist on gw0 and test_autoquant on gw1; the run
+    # queued both on gw0 because gw0 asked while it still held test_dist's one long test.
+    units = [Unit("tests/test_dist.py", ("tests/test_dist.py",), 60.0, 10.0, last_s=60.0),
+             Unit("tests/test_autoquant.py", ("tests/test_autoquant.py",), 40.0, 10.0, last_s=1.0),
+             *(Unit(f"tests/test_s{i}.py", (f"tests/test_s{i}.py",), 1.0, 1.0, last_s=0.1) for i in range(6))]
+    sim = simulate(_plan(units), startup_s=1.0, baseline_mb=10, budget_mb=10_000, slow=1.0)
+    homes = {u: w for w, us in sim.placement.items() for u in us}
+    assert homes["tests/test_dist.py"] != homes["tests/test_autoquant.py"]
+    assert sim.wall_s < 1.0 + 60.0 + 5.0
+
+
+def test_wait_costs_time_in_the_prediction() -> None:
+    # a worker holding its last test while nothing fits does not run that test: the
+    # prediction must show the wait, not assume the test ran
+    units = [Unit("h1", ("t/test_h1.py",), 4.0, 600.0, last_s=1.0), Unit("h2", ("t/test_h2.py",), 4.0, 600.0, last_s=1.0),
+             Unit("s", ("t/test_s.py",), 1.0, 10.0, last_s=0.5)]
+    sim = simulate(_plan(units, budget=1000), startup_s=0, baseline_mb=0, budget_mb=1000, slow=1.0)
+    assert sim.fits and sim.peak_mb <= 1000
+    w1, w2 = (sim.spans[u][0] for u in ("h1", "h2"))
+    assert w1 == w2  # the hogs queue behind one another on one worker: no overlap
+
+
+def test_reconcile_is_the_one_place_for_files_the_plan_does_not_know() -> None:
+    core = Core([Unit("a", ("t/test_a.py", "t/test_gone.py"), 5.0, 10.0), Unit("c", ("t/test_c.py",), 3.0, 10.0),
+                 Unit("b", ("t/test_b.py",), 1.0, 10.0)], budget_mb=None, baseline_mb=10)
+    notes = core.reconcile(["t/test_a.py", "t/test_b.py", "t/test_c.py", "t/test_new.py"])
+    assert any("dropped 1" in n for n in notes) and any("added 1" in n for n in notes)
+    # the new file at the median single-file cost (2.0 s), in longest-first position
+    assert [u.name for u in core.pending_units()] == ["a", "c", "t/test_new.py", "b"]
+    assert core.pending_units()[0].files == ("t/test_a.py",)
+
+
+def test_chunks_split_a_file_evenly_and_cover_it_once() -> None:
+    idx = list(range(10))
+    parts = [chunk_of(idx, (k, 3)) for k in (1, 2, 3)]
+    assert [len(p) for p in parts] == [4, 3, 3] and functools.reduce(operator.iadd, parts, []) == idx
+
+
+# -- the real adapter, with stand-in xdist workers -------------------------------------------
+
+
+class FakeNode:
+    """What the scheduler sees of an xdist WorkerController, and how a worker behaves."""
+
+    def __init__(self, wid: str) -> None:
+        self.gateway = SimpleNamespace(id=wid)
+        self.sent: list[int] = []
+        self.down = False
+
+    def send_runtest_some(self, indices: list[int]) -> None:
+        assert not self.down, "tests sent after shutdown"
+        self.sent.extend(indices)
+
+    def shutdown(self) -> None:
+        self.down = True
+
+    def send_steal(self, indices: list[int]) -> None:  # pragma: no cover - not stopped here
+        pass
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios(), st.integers(1, 4))
+def test_adapter_places_every_test_once_and_units_whole(sc: dict, tests_per_file: int) -> None:
+    rng = random.Random(sc["seed"])
+    units = sc["units"]
+    collection = [f"{f}::t{k}" for u in units for f in u.files for k in range(tests_per_file)]
+    rng.shuffle(collection)
+    plan = Plan(workers=sc["workers"], units=tuple(units), budget=Budget(sc["budget"], 2),
+                predicted_wall_s=0, predicted_peak_mb=0, reasons=(), fixtures=tuple(sc["fx"]),
+                baseline_mb=sc["baseline"], fixed_mb=sc["fixed"])
+    live = {"tree": sc["fixed"] + sc["workers"] * sc["baseline"]}
+    sched = SuitefitScheduling(None, None, plan, numnodes=sc["workers"],
+                               live=lambda: (live["tree"] * rng.uniform(0.8, 1.2), {}))
+    nodes = [FakeNode(f"gw{i}") for i in range(sc["workers"])]
+    for n in nodes:
+        sched.add_node(n)
+        sched.add_node_collection(n, collection)
+    sched.schedule()
+    done: list[int] = []
+    for _ in range(20_000):
+        if sched.tests_finished:
+            break
+        # a node runs its first pending test only if it knows the next one, or is shut down
+        ready = [n for n in nodes if len(sched.node2pending[n]) >= 2 or (sched.node2pending[n] and n.down)]
+        assert ready, "deadlock: every node holds its last test and none was shut down"
+        n = rng.choice(ready)
+        i = sched.node2pending[n][0]
+        sched.mark_test_complete(n, i)
+        done.append(i)
+    assert sched.tests_finished
+    sent = Counter(i for n in nodes for i in n.sent)
+    assert set(sent) == set(range(len(collection))) and set(sent.values()) == {1}
+    homes = {}
+    for n in nodes:
+        for i in n.sent:
+            f = collection[i].split("::")[0]
+            unit = next(u.name for u in units if f in u.files)
+            assert homes.setdefault(unit, n.gateway.id) == n.gateway.id, f"{unit} split across workers"
+    # files of a unit run in the unit's order on its worker
+    for n in nodes:
+        files = [collection[i].split("::")[0] for i in n.sent]
+        firsts = list(dict.fromkeys(files))
+        for u in units:
+            mine = [f for f in firsts if f in u.files]
+            assert mine == [f for f in u.files if f in mine]
+
+
+@pytest.mark.parametrize("budget", [None, 700.0])
+def test_adapter_decides_what_the_simulation_decides(budget: float | None) -> None:
+    # Replay: the same plan through the simulation and through the adapter with stand-in
+    # nodes that finish units in the simulated order gives the same placement.
+    units = [Unit(f"t/test_{i}.py", (f"t/test_{i}.py",), float(10 - i), 300.0 if i < 3 else 20.0, last_s=0.2)
+             for i in range(8)]
+    plan = _plan(units, budget=budget or 0, baseline_mb=50.0, fixed_mb=50.0)
+    sim = simulate(plan, startup_s=0, baseline_mb=50.0, budget_mb=budget, fixed_mb=50.0, slow=1.0)
+    collection = [f"{u.files[0]}::t{k}" for u in units for k in range(3)]
+    sched = SuitefitScheduling(None, None, plan, numnodes=2, live=lambda: (0.0, {}))
+    nodes = {w: FakeNode(w) for w in ("gw0", "gw1")}
+    for n in nodes.values():
+        sched.add_node(n)
+        sched.add_node_collection(n, collection)
+    sched.schedule()
+    # finish tests in the order the simulation says units end
+    order = sorted(sim.spans, key=lambda u: sim.spans[u][2])
+    for _ in range(1000):
+        if sched.tests_finished:
+            break
+        ready = [n for n in nodes.values() if len(sched.node2pending[n]) >= 2 or (sched.node2pending[n] and n.down)]
+        # the node whose current unit the simulation ends first
+        def rank(n: FakeNode) -> int:
+            i = sched.node2pending[n][0]
+            f = collection[i].split("::")[0]
+            return order.index(f)
+        n = min(ready, key=rank)
+        sched.mark_test_complete(n, sched.node2pending[n][0])
+    assert {w: tuple(v) for w, v in sched.placement.items()} == {w: v for w, v in sim.placement.items() if v}
