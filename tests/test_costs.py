@@ -103,19 +103,18 @@ def test_fixture_module_scope_not_charged(tmp_path: Path) -> None:
     assert cm.files[0].wall_s == pytest.approx(1.5)  # module scope repeats per file: stays in the file
 
 
-def test_files_added_since_the_last_run_are_planned_only_where_paths_agree(tmp_path: Path) -> None:
+
+def test_files_found_by_name_are_planned_only_before_anything_is_measured(tmp_path: Path) -> None:
+    """A name is not a collection: once a run is measured, the plan holds what pytest ran."""
     from suitefit.costs import load_costs_or_discover
 
     (tmp_path / "pyproject.toml").write_text('[tool.pytest.ini_options]\ntestpaths = ["tests"]\n')
-    (tmp_path / "tests").mkdir()
-    for name in ("test_a.py", "test_new.py"):
-        (tmp_path / "tests" / name).write_text("def test_x():\n    pass\n")
+    (tmp_path / "tests" / "fixtures" / "project").mkdir(parents=True)
+    (tmp_path / "tests" / "test_a.py").write_text("def test_x():\n    pass\n")
+    (tmp_path / "tests" / "fixtures" / "project" / "test_one.py").write_text("def test_x():\n    pass\n")
+    costs, _, found = load_costs_or_discover(load_config(tmp_path), tmp_path / "none.sqlite")
+    assert {f.path for f in costs.files} == set(found) == {"tests/test_a.py", "tests/fixtures/project/test_one.py"}
     files = {"tests/test_a.py": SynthFile("tests/test_a.py", 2.0, peak_mb=10.0)}
     write_history(tmp_path / "h.sqlite", [SynthRun(_one_worker(files), files)])
     costs, _, _ = load_costs_or_discover(load_config(tmp_path), tmp_path / "h.sqlite")
-    assert {(f.path, f.measured) for f in costs.files} == {("tests/test_a.py", True), ("tests/test_new.py", False)}
-    # a history whose paths are relative to another rootdir: the files found by name are not added
-    other = {"pkg/tests/test_a.py": SynthFile("pkg/tests/test_a.py", 2.0, peak_mb=10.0)}
-    write_history(tmp_path / "o.sqlite", [SynthRun(_one_worker(other), other)])
-    costs, _, _ = load_costs_or_discover(load_config(tmp_path), tmp_path / "o.sqlite")
-    assert [f.path for f in costs.files] == ["pkg/tests/test_a.py"]
+    assert [(f.path, f.measured) for f in costs.files] == [("tests/test_a.py", True)]

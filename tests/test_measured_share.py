@@ -50,7 +50,9 @@ def test_partial_history_says_how_much_is_measured(tmp_path: Path) -> None:
     full = suitefit("plan", cwd=tmp_path)
     assert "\npredicted: wall" in full.stdout and "all 3 file(s) measured" in full.stdout
     assert "guessed" not in full.stdout and "\nwhy:" in full.stdout
-    _project(tmp_path, 4)  # one new file, never measured
+    _project(tmp_path, 4)  # one new file, never measured, declared in a group: planned at a default cost
+    with (tmp_path / "pyproject.toml").open("a") as f:
+        f.write('\n[tool.suitefit]\ngroups = { pair = ["tests/test_0.py", "tests/test_3.py"] }\n')
     plan = suitefit("plan", cwd=tmp_path)
     assert "predicted: wall" in plan.stdout
     m = re.search(r"3/4 files measured, (\d+)% of the predicted work; the rest at a default cost", plan.stdout)

@@ -288,15 +288,15 @@ def discover_test_files(cfg: Config) -> list[str]:
 
 def load_costs_or_discover(cfg: Config, history_path: Path | None = None
                            ) -> tuple[CostModel, bool, list[str]]:
-    """The cost model, with test files found by name that no run measured at a default cost.
+    """The cost model; with no measured run, the test files found by name at a default cost.
 
-    Not only on a first run: a file added since the last run is in the plan too (instead
-    of running outside it), and the plan can say how much of it is measured.
+    Only then: a name is not a collection (a folder of fixture projects, ``--ignore``,
+    ``collect_ignore`` hold ``test_*.py`` files pytest never runs), and once a run is
+    measured, planning such files would add units that never run to every prediction.
     """
-    discovered = discover_test_files(cfg)
-    costs, found = load_cost_model(cfg, history_path, files=discovered)
-    if costs.runs_used and discovered and not {fc.path for fc in costs.files if fc.measured} & set(discovered):
-        # Paths found by name are relative to pyproject.toml's folder, measured ones to pytest's
-        # rootdir: where the two agree on no file at all, the found ones are not these files.
-        costs, found = load_cost_model(cfg, history_path)
+    costs, found = load_cost_model(cfg, history_path)
+    discovered: list[str] = []
+    if not costs.runs_used:
+        discovered = discover_test_files(cfg)
+        costs, found = load_cost_model(cfg, history_path, files=discovered)
     return costs, found, discovered
