@@ -186,6 +186,24 @@ class Browser:
             params["clip"] = {"x": 0, "y": 0, "width": size[0], "height": size[1], "scale": 1}
         return base64.b64decode(self.call("Page.captureScreenshot", session=True, **params)["data"])
 
+    def table_rows(self, table_id: str) -> list[list[str]]:
+        """The visible text of each body row of ``<table id=table_id>``, cell by cell."""
+        return list(self.evaluate(
+            f"Array.from(document.querySelectorAll({json.dumps('#' + table_id + ' tbody tr')}))"
+            ".map(r => Array.from(r.cells).map(c => c.innerText.trim()))"
+        ))
+
+    def text(self, selector: str) -> str:
+        """What a person sees of an element (``innerText``: hidden parts left out)."""
+        return str(self.evaluate(f"document.querySelector({json.dumps(selector)}).innerText"))
+
+    def element_clip(self, selector: str, pad: float = 8.0) -> dict[str, float]:
+        """The page rectangle of an element, padded, for ``screenshot(clip=...)``."""
+        r = self.evaluate(f"(() => {{ const r = document.querySelector({json.dumps(selector)})"
+                          ".getBoundingClientRect(); return [r.x + scrollX, r.y + scrollY, r.width, r.height]; })()")
+        return {"x": max(0.0, r[0] - pad), "y": max(0.0, r[1] - pad), "width": r[2] + 2 * pad,
+                "height": r[3] + 2 * pad}
+
     def close(self) -> None:
         with suppress(RuntimeError, TimeoutError, OSError):
             self.call("Browser.close", timeout=5)

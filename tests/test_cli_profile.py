@@ -86,16 +86,14 @@ def test_collection_error_is_one_line_and_keeps_history(tmp_path: Path) -> None:
     assert _runs(tmp_path)[0][1] == "collect-error"
 
 
-def test_corrupt_history_is_one_line_and_untouched(tmp_path: Path) -> None:
+def test_corrupt_history_is_one_line_and_untouched_by_the_readers(tmp_path: Path) -> None:
     make_project(tmp_path, {"test_a.py": "def test_a():\n    pass\n"})
     bad = tmp_path / "bad.sqlite"
     bad.write_bytes(b"this is not sqlite" * 100)
-    res = suitefit("profile", "--history", str(bad), cwd=tmp_path)
-    assert_one_line_error(res, "corrupt")
-    assert bad.read_bytes() == b"this is not sqlite" * 100
-    res = suitefit("history", "--history", str(bad), cwd=tmp_path)
-    assert_one_line_error(res, "corrupt")
-
+    for verb in ("history", "plan", "report"):
+        res = suitefit(verb, "--history", str(bad), cwd=tmp_path)
+        assert_one_line_error(res, "corrupt")
+        assert bad.read_bytes() == b"this is not sqlite" * 100
 
 
 def test_unwritable_history_is_one_line(tmp_path: Path) -> None:

@@ -158,3 +158,20 @@ def test_slowdown_and_startup_per_worker_count_are_measured(tmp_path: Path) -> N
     work = sum(f.wall_s for f in files.values())
     assert plan.predicted_wall_s >= 1.5 + 2.5 + 1.4 * work / 2 - 1e-6
     assert any("2 workers x1.40" in n for n in cm.notes)
+
+
+
+def test_files_found_by_name_are_planned_only_before_anything_is_measured(tmp_path: Path) -> None:
+    """A name is not a collection: once a run is measured, the plan holds what pytest ran."""
+    from suitefit.costs import load_costs_or_discover
+
+    (tmp_path / "pyproject.toml").write_text('[tool.pytest.ini_options]\ntestpaths = ["tests"]\n')
+    (tmp_path / "tests" / "fixtures" / "project").mkdir(parents=True)
+    (tmp_path / "tests" / "test_a.py").write_text("def test_x():\n    pass\n")
+    (tmp_path / "tests" / "fixtures" / "project" / "test_one.py").write_text("def test_x():\n    pass\n")
+    costs, _, found = load_costs_or_discover(load_config(tmp_path), tmp_path / "none.sqlite")
+    assert {f.path for f in costs.files} == set(found) == {"tests/test_a.py", "tests/fixtures/project/test_one.py"}
+    files = {"tests/test_a.py": SynthFile("tests/test_a.py", 2.0, peak_mb=10.0)}
+    write_history(tmp_path / "h.sqlite", [SynthRun(_one_worker(files), files)])
+    costs, _, _ = load_costs_or_discover(load_config(tmp_path), tmp_path / "h.sqlite")
+    assert [(f.path, f.measured) for f in costs.files] == [("tests/test_a.py", True)]

@@ -160,7 +160,8 @@ def test_a_bad_explain_failures_setting_is_one_line(tmp_path: Path, value: str) 
     p = cli("run", cwd=tmp_path)
     assert p.returncode != 0
     assert p.stderr.strip().splitlines() == [
-        f"suitefit: error: [tool.suitefit] explain_failures must be true, false or a number of "
+        f"suitefit: error: {tmp_path / 'pyproject.toml'}: [tool.suitefit] explain_failures must be true, "
+        f"false or a number of "
         f"failures >= 0, got {load_value(value)!r}"]
 
 

@@ -55,7 +55,8 @@ def test_plain_lines_in_a_log(tmp_path: Path) -> None:
         done.append(int(m.group(1)))
         assert int(m.group(2)) == 500 + int(m.group(1))  # the tree figure is the one last reported
     assert done == sorted(done) and done[-1] < 400
-    assert re.match(r"^suitefit: done 400/400 tests, [0-9.]+ (?:ms|s), tree peak 900 MiB of 6\.00 GiB$", final), final
+    assert re.match(r"^suitefit: done 400/400 collected tests, tests [0-9.]+ (?:ms|s) \(from collection to the last\), "
+                    r"tree peak 900 MiB of 6\.00 GiB$", final), final
 
 
 def test_plain_lines_follow_the_clock() -> None:
@@ -70,7 +71,7 @@ def test_plain_lines_follow_the_clock() -> None:
         "suitefit: 3/10 tests, 6.0 s, tree 330 MiB",
         "suitefit: 6/10 tests, 12.0 s, tree 360 MiB",
         "suitefit: 9/10 tests, 18.0 s, tree 390 MiB",
-        "suitefit: done 10/10 tests, 20.0 s, tree peak 400 MiB",
+        "suitefit: done 10/10 collected tests, tests 20.0 s (from collection to the last), tree peak 400 MiB",
     ]
 
 

@@ -65,7 +65,7 @@ def test_history_from_pyproject(tmp_path: Path, hist: Path) -> None:
     assert p.returncode == 0, p.stderr
     assert (tmp_path / "out" / "latest.html").exists()
     (tmp_path / "pyproject.toml").write_text('[tool.suitefit.report]\noutptu = "x.html"\n')
-    assert "unknown key(s) in [tool.suitefit.report]: outptu" in one_error_line(suitefit(tmp_path))
+    assert "[tool.suitefit.report]: unknown key(s) outptu" in one_error_line(suitefit(tmp_path))
 
 
 def test_unknown_run(tmp_path: Path, hist: Path) -> None:
@@ -109,7 +109,7 @@ def test_markdown_to_stdout(tmp_path: Path, hist: Path) -> None:
     p = suitefit(tmp_path, "--markdown", "1", "--history", str(hist))
     assert p.returncode == 0, p.stderr
     md = p.stdout
-    assert md.startswith("### suitefit: run 1 (run) crashed in ")
+    assert md.startswith("### suitefit: run 1 (run) crashed, session ")
     assert "**Worker died: gw2" in md and "In flight: `tests/" in md
     assert "| peak tree memory |" in md and "plan: wall" in md
     with History(hist) as h:

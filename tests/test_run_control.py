@@ -147,7 +147,7 @@ def test_suitefit_run_end_to_end_on_the_oldest_supported_pytest(tmp_path: Path) 
     ok = subprocess.run([*cmd, "--", "-p", "no:cacheprovider"], cwd=tmp_path, env=e, text=True,
                         capture_output=True, timeout=180)
     assert ok.returncode == 0, ok.stdout + ok.stderr
-    assert ok.stderr.strip().splitlines()[-1].startswith("suitefit: run 1: wall"), ok.stderr
+    assert ok.stderr.strip().splitlines()[-1].startswith("suitefit: run 1: command"), ok.stderr
     assert {r["worker"] for r in where(tmp_path)} == {"gw0", "gw1"}
     none = subprocess.run([*cmd, "--", "-p", "no:cacheprovider", "-k", "nothing_matches"], cwd=tmp_path, env=e,
                           text=True, capture_output=True, timeout=180)
@@ -314,7 +314,7 @@ def test_suitefit_run_becomes_pytest_so_the_budget_is_all_pytests(tmp_path: Path
     assert "for suitefit run itself" not in err
     last = err.strip().splitlines()[-1]
     # the wall it compares with the prediction runs from `suitefit run`'s start, as the plan's does
-    m = re.match(r"suitefit: run 1: wall ([\d.]+) (s|ms) from `suitefit run` to now .*pytest's session ([\d.]+) (s|ms)", last)
+    m = re.match(r"suitefit: run 1: command ([\d.]+) (s|ms) from `suitefit run` to now.*, session ([\d.]+) (s|ms)", last)
     assert m, last
     command_s, session_s = (float(m[1]) / (1000 if m[2] == "ms" else 1), float(m[3]) / (1000 if m[4] == "ms" else 1))
     assert session_s < command_s <= outside + 0.05, (session_s, command_s, outside)

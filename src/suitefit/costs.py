@@ -333,20 +333,7 @@ def load_cost_model(cfg: Config, history_path: Path | None = None,
                     files: Sequence[str] = ()) -> tuple[CostModel, bool]:
     """The cost model for ``cfg`` (history path from config unless given); True if history existed."""
     path = history_path or cfg.history_path
-    ds = cfg.raw.get("default_file_s")
-    dm = cfg.raw.get("default_file_mb")
-    default_mb = None
-    if dm is not None:
-        from suitefit.units import parse_size_mb
-
-        default_mb = parse_size_mb(dm, "[tool.suitefit] default_file_mb")
-    default_s = None
-    if ds is not None:
-        if not isinstance(ds, (int, float)) or isinstance(ds, bool) or ds < 0:
-            from suitefit.errors import SuitefitError
-
-            raise SuitefitError(f"[tool.suitefit] default_file_s must be seconds >= 0, got {ds!r}")
-        default_s = float(ds)
+    default_s, default_mb = cfg.get("default_file_s"), cfg.get("default_file_mb")
     if not Path(path).exists():
         return build_cost_model(None, files=files, groups=cfg.groups, default_s=default_s,
                                 default_mb=default_mb), False
@@ -397,7 +384,12 @@ def discover_test_files(cfg: Config) -> list[str]:
 
 def load_costs_or_discover(cfg: Config, history_path: Path | None = None
                            ) -> tuple[CostModel, bool, list[str]]:
-    """The cost model; with no measured run, the test files found by name at a default cost."""
+    """The cost model; with no measured run, the test files found by name at a default cost.
+
+    Only then: a name is not a collection (a folder of fixture projects, ``--ignore``,
+    ``collect_ignore`` hold ``test_*.py`` files pytest never runs), and once a run is
+    measured, planning such files would add units that never run to every prediction.
+    """
     release = cfg.release_fixtures  # read first: a bad value is an error before any work
     costs, found = load_cost_model(cfg, history_path)
     discovered: list[str] = []

@@ -14,8 +14,10 @@ def explain_exit(rc: int, run_status: str | None) -> str | None:
     """One line for a pytest exit that is not a plain pass/fail; None when there is nothing to say."""
     if rc == EXIT_NO_TESTS:
         return "pytest collected no tests (exit 5): nothing was measured"
-    if run_status == "collect-error" or rc == EXIT_INTERRUPTED:
+    if run_status == "collect-error":
         return f"pytest stopped before the tests ran (exit {rc}): collection failed, see its output above"
+    if rc == EXIT_INTERRUPTED:  # -x/--maxfail under xdist, Ctrl-C: tests ran, the rest did not
+        return f"pytest was interrupted (exit {rc}: -x/--maxfail, Ctrl-C or a collection error), see its output above"
     if rc == EXIT_USAGE:
         return "pytest rejected its arguments (exit 4), see its output above"
     if rc == EXIT_INTERNAL:

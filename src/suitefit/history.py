@@ -128,6 +128,7 @@ _TABLES = frozenset(m.group(1) for m in re.finditer(r"CREATE TABLE IF NOT EXISTS
 # Append here (never edit a shipped line); ``_migrate`` adds what a history lacks.
 _ADDED_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("fixtures", "autouse", "INTEGER NOT NULL DEFAULT 0"),
+    ("tests", "reason", "TEXT"),  # a failed test's short reason (its crash line), else NULL
 )
 
 
@@ -201,6 +202,7 @@ class TestRecord:
     wall_s: float
     cpu_s: float
     outcome: str
+    reason: str | None = None  # failed or error: the crash line, e.g. "AssertionError: assert 1 == 2"
 
 
 @dataclass
@@ -280,6 +282,35 @@ def _cols(cls: type) -> list[str]:
     return [f.name for f in fields(cls)]
 
 
+class HistoryCorrupt(SuitefitError):
+    """The history file is not a readable SQLite database (truncated, overwritten, half-restored)."""
+
+
+def set_aside(path: Path, now: float) -> Path:
+    """Rename a corrupt history and its -wal/-shm to ``NAME.corrupt-YYYYMMDDTHHMMSS``; the new name.
+
+    Kept, not deleted: it may be the only record of a crash worth reading. The -wal and
+    -shm keep their suffixes after the new name, where SQLite looks for them.
+    """
+    import time
+
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(now))
+    target = path.with_name(f"{path.name}.corrupt-{stamp}")
+    n = 1
+    while target.exists():
+        n += 1
+        target = path.with_name(f"{path.name}.corrupt-{stamp}-{n}")
+    try:
+        for suffix in ("-wal", "-shm"):
+            side = path.with_name(path.name + suffix)
+            if side.exists():
+                side.rename(target.with_name(target.name + suffix))
+        path.rename(target)
+    except OSError as e:
+        raise SuitefitError(f"history {path} is corrupt and cannot be moved aside: {e.strerror or e}", 3) from None
+    return target
+
+
 class History:
     """A connection to one history file. Cheap to open; open one per process."""
 
@@ -314,7 +345,7 @@ class History:
                 f"history {self.path} is locked by another process (waited {BUSY_TIMEOUT_S:.0f} s)", 3
             )
         if "not a database" in msg or "malformed" in msg or "corrupt" in msg:
-            return SuitefitError(
+            return HistoryCorrupt(
                 f"history {self.path} is corrupt ({msg}); move it aside to start a new one", 3
             )
         if "readonly" in msg or "unable to open" in msg or "disk I/O" in msg:
@@ -362,6 +393,20 @@ class History:
 
     def _columns(self, table: str) -> set[str]:
         return {r[1] for r in self._db.execute(f"PRAGMA table_info({table})")}
+
+    def check_intact(self) -> None:
+        """Raise ``HistoryCorrupt`` unless SQLite's quick check passes (about 40 ms for 40 MB).
+
+        Opening reads only the first page: a truncated file opens and fails later, in the
+        middle of a run. Run and profile check first, so they can start a new history instead.
+        """
+        try:
+            row = self._db.execute("PRAGMA quick_check(1)").fetchone()
+        except sqlite3.Error as e:
+            raise self._explain(e) from None
+        if not row or row[0] != "ok":
+            raise HistoryCorrupt(f"history {self.path} is corrupt (quick_check: {row[0] if row else '?'}); "
+                                 "move it aside to start a new one", 3)
 
     def close(self) -> None:
         self._db.close()

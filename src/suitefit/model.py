@@ -203,12 +203,14 @@ class Plan:
     fixed_mb: float = 0.0  # memory outside the workers (xdist's controller)
     slow: float = 1.0  # every duration's stretch on this many workers
     releasable: tuple[str, ...] = ()  # fixtures the core may release after their last user
+    measured: Measured | None = None  # how much of it rests on measurements (None: not said)
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
         d["units"] = [asdict(u) for u in self.units]
         d["placement"] = {k: list(v) for k, v in self.placement.items()}
         d["fixtures"] = [asdict(f) for f in self.fixtures]
+        d["measured"] = asdict(self.measured) if self.measured is not None else None
         return d
 
     @classmethod
@@ -262,4 +264,66 @@ class Plan:
                 )
                 for f in d.get("fixtures", ())
             ),
+            measured=Measured.from_json(d["measured"]) if d.get("measured") else None,
         )
+
+
+@dataclass(frozen=True)
+class Measured:
+    """How much of a plan rests on measurements; the rest is files at a stated default cost.
+
+    Said wherever a prediction is shown, so a first plan's guess is never read as a
+    forecast. ``work`` is the plan's predicted file time (the sum of its files' walls).
+    """
+
+    files: int  # planned files with a measured cost
+    planned: int  # planned files
+    measured_s: float  # predicted work of the measured files
+    work_s: float  # predicted work of all planned files
+    runs: int = 0  # recorded runs the measurements come from
+
+    @classmethod
+    def of(cls, plan: Plan, costs: CostModel) -> Measured:
+        by_path = {fc.path: fc for fc in costs.files}
+        files = list(dict.fromkeys(f for u in plan.units for f in u.files))  # a chunked file once
+        known = [by_path[f] for f in files if f in by_path and by_path[f].measured]
+        work = sum(by_path[f].wall_s for f in files if f in by_path)
+        return cls(files=len(known), planned=len(files), measured_s=sum(fc.wall_s for fc in known),
+                   work_s=work, runs=costs.runs_used)
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> Measured:
+        return cls(files=int(d["files"]), planned=int(d["planned"]), measured_s=float(d["measured_s"]),
+                   work_s=float(d["work_s"]), runs=int(d.get("runs", 0)))
+
+    @property
+    def share(self) -> float:
+        """The measured share of the predicted work (by files when there is no work at all)."""
+        if self.work_s > 0:
+            return self.measured_s / self.work_s
+        return self.files / self.planned if self.planned else 0.0
+
+    @property
+    def nothing(self) -> bool:
+        return self.files == 0
+
+    @property
+    def complete(self) -> bool:
+        return self.files == self.planned
+
+    def words(self) -> str:
+        """E.g. "nothing measured yet: every file at a default cost", "12/40 files measured, 63% of the work"."""
+        if self.nothing:
+            return f"nothing measured yet: all {self.planned} file(s) at a default cost"
+        if self.complete:
+            return f"all {self.planned} file(s) measured"
+        return (f"{self.files}/{self.planned} files measured, {self.share:.0%} of the predicted work; "
+                f"the rest at a default cost")
+
+
+def predicted(plan: Plan, what: str, value: str) -> str:
+    """A prediction as the user should read it: "predicted wall 29.0 s", or "guessed ..." without measurements."""
+    m = plan.measured
+    if m is not None and m.nothing:
+        return f"guessed {what} {value} (nothing measured yet)"
+    return f"predicted {what} {value}"

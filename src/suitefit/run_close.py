@@ -73,10 +73,19 @@ class RunClose:
         h, p = self.history, self.plan
         run = h.run(self.run_id)
         write = self.out.write
-        write(f"suitefit: run {self.run_id}: wall {fmt_s(self.command_wall_s())} from `suitefit run` to now "
-              f"(predicted {fmt_s(p.predicted_wall_s)}; pytest's session {fmt_s(run.wall_s)}), "
-              f"peak {fmt_mb(run.peak_rss_mb)} (predicted {fmt_mb(p.predicted_peak_mb)}, "
-              f"budget {fmt_mb(p.budget.memory_mb)})\n")
+        m = p.measured
+        command, session = fmt_s(self.command_wall_s()), fmt_s(run.wall_s)
+        if m is not None and m.nothing:
+            write(f"suitefit: run {self.run_id}: command {command} from `suitefit run` to now, session {session}, "
+                  f"peak {fmt_mb(run.peak_rss_mb)} (budget {fmt_mb(p.budget.memory_mb)}); the plan "
+                  f"guessed wall {fmt_s(p.predicted_wall_s)} and peak {fmt_mb(p.predicted_peak_mb)} "
+                  f"(nothing measured yet)\n")
+        else:
+            basis = "" if m is None or m.complete else f"; {m.words()}"
+            write(f"suitefit: run {self.run_id}: command {command} from `suitefit run` to now "
+                  f"(predicted {fmt_s(p.predicted_wall_s)}), session {session}, "
+                  f"peak {fmt_mb(run.peak_rss_mb)} (predicted {fmt_mb(p.predicted_peak_mb)}, "
+                  f"budget {fmt_mb(p.budget.memory_mb)}){basis}\n")
         for line in self.lines:
             write(line + "\n")
         died = h.events(self.run_id, "worker_died")

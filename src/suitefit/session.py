@@ -80,6 +80,7 @@ class RunSide:
         self._mid_line_seen = ""  # pytest's unfinished line when a line of ours last ended it
         self.done = 0
         self.exact_hwm = True
+        self._collect_errors: set[str] = set()
         self.sampler.subscribe(self._progress_tick)
         self.out = original_stderr(config)
         self.worker_pids: dict[str, int] = {}
@@ -175,6 +176,15 @@ class RunSide:
                     last = self.sampler.last
                     self.progress.update(self.done, last.rss_mb if last is not None else float("nan"))
 
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        """A file that failed to collect is a failure too: keep it with its reason (once, not per worker)."""
+        if report.failed and report.nodeid not in self._collect_errors:
+            from suitefit.measure.recorder import short_reason
+
+            self._collect_errors.add(report.nodeid)
+            self.history.add_event(self.run_id, timing.wall(), "collect_error", nodeid=report.nodeid or ".",
+                                   reason=short_reason(report))
+
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
         node.workerinput["suitefit_run_id"] = self.run_id
@@ -209,7 +219,8 @@ class RunSide:
         wid = node.gateway.id if node is not None else "?"
         now = timing.wall()
         self.history.add_tests([TestRecord(self.run_id, crashitem, file_of(crashitem), wid, -1, now,
-                                           0.0, 0.0, 0.0, 0.0, 0.0, "failed")])
+                                           0.0, 0.0, 0.0, 0.0, 0.0, "failed",
+                                           f"the worker running it ({wid}) died")])
         self.history.add_event(self.run_id, now, "crash_item", worker=wid, nodeid=crashitem)
 
     @pytest.hookimpl(trylast=True)
@@ -250,10 +261,17 @@ class RunSide:
                   5: "no-tests"}.get(exitstatus, "error")
         tr = self.config.pluginmanager.get_plugin("terminalreporter")
         collect_errors = 0
+        outcomes: dict[str, int] | None = None
         if tr is not None:
+            from suitefit.summary import pytest_outcomes
+
             collect_errors = sum(1 for r in tr.stats.get("error", []) if getattr(r, "when", None) in (None, "collect"))
+            outcomes = pytest_outcomes(tr.stats)
         if collect_errors and n_tests == 0:
             status = "collect-error"
+        if outcomes is None:  # no terminal reporter (-p no:terminal): our own rows, one outcome per test
+            outcomes = {k: v for k, v in counts.items() if v}
+            outcomes["error"] = outcomes.get("error", 0) + collect_errors
         h.update_run(
             self.run_id,
             status=status,
@@ -263,28 +281,36 @@ class RunSide:
             cpu_s=cpu,
             workers=n_workers,
             collected=n_tests,
-            passed=counts.get("passed", 0),
-            failed=counts.get("failed", 0),
-            skipped=counts.get("skipped", 0),
-            errors=counts.get("error", 0) + collect_errors,
+            passed=outcomes.get("passed", 0),
+            failed=outcomes.get("failed", 0),
+            skipped=outcomes.get("skipped", 0),
+            errors=outcomes.get("error", 0),
             peak_rss_mb=peak or None,
             peak_pss_mb=peaks.peak_pss_mb,
             peak_procs=peaks.peak_procs or None,
             secs_above=peaks.secs_above,
         )
-        h.merge_run_meta(self.run_id, sampler_cpu_s=peaks.cpu_s, samples=peaks.samples)
+        h.merge_run_meta(self.run_id, sampler_cpu_s=peaks.cpu_s, samples=peaks.samples, outcomes=outcomes)
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         write_summary(terminalreporter, self.history, self.run_id)
 
 
 def write_summary(tr: Any, h: History, run_id: int, top: int = 5) -> None:
-    from suitefit.summary import file_summaries, fixture_summaries
+    from suitefit.summary import (
+        SHOWN_FAILURES,
+        failed_tests,
+        file_summaries,
+        fixture_summaries,
+        outcome_words,
+        run_outcomes,
+    )
 
     run = h.run(run_id)
     tr.section(f"suitefit run {run_id}", sep="-")
     tr.write_line(
-        f"wall {fmt_s(run.wall_s)}, tree peak RSS {fmt_mb(run.peak_rss_mb)}"
+        f"session {fmt_s(run.wall_s)} (suitefit's start in pytest to the end of the last test), "
+        f"tree peak RSS {fmt_mb(run.peak_rss_mb)}"
         + (f" (PSS {fmt_mb(run.peak_pss_mb)})" if run.peak_pss_mb else "")
         + f", {run.peak_procs or 0} processes at most"
         + (f", {run.secs_above:.1f} s above {fmt_mb(run.threshold_mb)}" if run.threshold_mb else "")
@@ -320,16 +346,27 @@ def write_summary(tr: Any, h: History, run_id: int, top: int = 5) -> None:
         d = e.detail_dict
         tr.write_line(f"worker {e.worker} died ({d.get('exit')}) while running {e.nodeid}; "
                       f"last measured memory {fmt_mb(d.get('mb'))}")
+    failed = failed_tests(h, run_id, run.started)
+    if failed:
+        tr.write_line(f"failed ({len(failed)}):")
+        for bad in failed[:SHOWN_FAILURES]:
+            tr.write_line(f"  {bad.nodeid} [{bad.worker}] {bad.reason or bad.outcome}")
+        if len(failed) > SHOWN_FAILURES:
+            tr.write_line(f"  ... and {len(failed) - SHOWN_FAILURES} more (suitefit report {run_id})")
     over = h.events(run_id, "sched_over-budget")
     waits = h.events(run_id, "sched_wait")
     if over or waits:
         tr.write_line(f"memory admission: {len(waits)} wait(s); {len(over)} unit(s) ran alone over the budget"
                       + "".join(f"; {e.nodeid}" for e in over[:3]))
+    said = run_outcomes(run)
+    if said is not None:
+        tr.write_line(f"recorded outcomes: {outcome_words(said)} (as pytest counts them: reports, not tests)")
     tr.write_line(f"history: {h.path} (suitefit history / suitefit report {run_id})")
 
 
 def configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "suitefit_group(name): run this file with the named group")
+    # No `suitefit_group` marker: groups are plan input, read before pytest collects anything,
+    # so they are declared in one readable place, [tool.suitefit] groups (see config.py).
     workerinput = getattr(config, "workerinput", None)
     try:
         if workerinput is not None:

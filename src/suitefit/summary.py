@@ -4,6 +4,7 @@ and the report all read this, so no verb re-derives another's figures."""
 from __future__ import annotations
 
 import statistics
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,6 +38,70 @@ class FixtureSummary:
         # the planner's own test, so the summary names the fixtures the plan groups by
         r = DEFAULT_RULES
         return self.setup_s >= r.setup_s or self.procs >= r.procs or self.mb >= r.mb
+
+
+# pytest's own order of its summary line (``_pytest.terminal.KNOWN_TYPES``); other keys follow.
+PYTEST_ORDER = ("failed", "passed", "skipped", "deselected", "xfailed", "xpassed", "warnings", "error")
+
+
+def pytest_outcomes(stats: Mapping[str, Sequence[Any]]) -> dict[str, int]:
+    """Counts as pytest's summary line counts them: every report pytest files under a key.
+
+    That is reports, not tests: a module skipped at collection is one "skipped", a test that
+    passes and then errors in teardown is one "passed" and one "error", a file that fails to
+    collect is one "error". Plugins that mark reports ``count_towards_summary = False``
+    (reruns) are left out, as pytest leaves them out.
+    """
+    keys = [k for k in PYTEST_ORDER if k in stats] + [k for k in stats if k and k not in PYTEST_ORDER]
+    out = {}
+    for k in keys:
+        n = sum(1 for r in stats[k] if getattr(r, "count_towards_summary", True))
+        if n:
+            out[k] = n
+    return out
+
+
+def outcome_words(outcomes: Mapping[str, int]) -> str:
+    """``24 failed, 2 passed, 3 errors``: pytest's own words and order."""
+    def noun(k: str, n: int) -> str:
+        if k not in ("error", "warnings"):
+            return k
+        k = k.replace("warnings", "warning")
+        return k + "s" if n != 1 else k
+
+    keys = [k for k in PYTEST_ORDER if k in outcomes] + [k for k in outcomes if k not in PYTEST_ORDER]
+    return ", ".join(f"{outcomes[k]:,} {noun(k, outcomes[k])}" for k in keys if outcomes[k]) or "no tests ran"
+
+
+def run_outcomes(run: Any) -> dict[str, int] | None:
+    """The run's counts as pytest counted them (recorded since suitefit counts that way), else None."""
+    got = run.meta_dict.get("outcomes")
+    return {str(k): int(v) for k, v in got.items()} if isinstance(got, dict) else None
+
+
+@dataclass(frozen=True)
+class FailedTest:
+    """A test that failed or errored (or a file that failed to collect), with its short reason."""
+
+    nodeid: str
+    file: str
+    worker: str  # "collection" for a file that did not collect
+    outcome: str  # failed, error, collect-error
+    reason: str | None
+    start: float  # seconds since the run started: the listing is in the order they happened
+
+
+SHOWN_FAILURES = 20  # listed in the terminal summary and the Markdown summary; the rest are counted
+
+
+def failed_tests(h: History, run_id: int, t0: float) -> list[FailedTest]:
+    """Every failure of a run, in the order it happened: collection errors, failed and errored tests."""
+    out = [FailedTest(e.nodeid or ".", (e.nodeid or ".").split("::", 1)[0], "collection", "collect-error",
+                      e.detail_dict.get("reason"), e.t - t0) for e in h.events(run_id, "collect_error")]
+    out += [FailedTest(str(n), str(f), str(w), str(o), r, float(s) - t0) for n, f, w, o, r, s in h.execute(
+        "SELECT nodeid, file, worker, outcome, reason, started FROM tests "
+        "WHERE run_id = ? AND outcome IN ('failed', 'error')", [run_id])]
+    return sorted(out, key=lambda x: x.start)
 
 
 def file_summaries(h: History, run_id: int) -> list[FileSummary]:
@@ -98,7 +163,8 @@ def run_summary(h: History, run_id: int) -> dict[str, Any]:
         "peak_procs": run.peak_procs,
         "threshold_mb": run.threshold_mb,
         "secs_above_threshold": run.secs_above,
-        "tests": {"total": len(tests), **counts},
+        "tests": {"total": len(tests), **counts},  # per test row: its folded outcome
+        "outcomes": run_outcomes(run),  # as pytest's summary line counts (reports, not tests)
         "files": [
             {"path": f.path, "wall_s": f.wall_s, "cpu_s": f.cpu_s, "peak_mb": f.peak_mb,
              "tests": f.tests, "workers": list(f.workers)}

@@ -15,7 +15,7 @@ from suitefit import timing
 from suitefit.config import Config, load_config
 from suitefit.errors import SuitefitError
 from suitefit.exits import EXIT_NO_TESTS
-from suitefit.history import History
+from suitefit.history import History, HistoryCorrupt, set_aside
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -36,6 +36,33 @@ def resolve_history(history_path: Path | None, cfg: Config | None = None) -> Pat
 
 def open_history(history_path: Path | None, *, create: bool = True, cfg: Config | None = None) -> History:
     return History(resolve_history(history_path, cfg), create=create)
+
+
+def history_for_a_run(path: Path) -> History:
+    """The history a measured run writes to; a corrupt one is moved aside and a new one started.
+
+    In CI the history usually comes from a cache, and a bad cache must not fail a build
+    whose tests would pass: the run goes ahead with a first plan. The verbs that only read
+    (plan, report, history) keep the error instead: there is nothing to show without it.
+    """
+    try:
+        h = History(path)
+    except HistoryCorrupt as e:
+        return _start_over(path, e)
+    try:
+        h.check_intact()
+    except HistoryCorrupt as e:
+        h.close()
+        return _start_over(path, e)
+    return h
+
+
+def _start_over(path: Path, e: HistoryCorrupt) -> History:
+    why = str(e).split(" is corrupt ", 1)[-1].split("; move it aside", 1)[0]
+    aside = set_aside(path, timing.wall())
+    click.echo(f"suitefit: history {path} is corrupt {why}: moved aside to {aside.name}; "
+               "starting a new history with a first plan", err=True)
+    return History(path)
 
 
 def pytest_command(python: str | None = None) -> list[str]:

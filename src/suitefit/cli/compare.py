@@ -22,11 +22,9 @@ from suitefit.history import History
 from suitefit.units import fmt_mb, fmt_s
 
 
-def _section_default(key: str, default: float) -> float:
-    v = load_config().section("compare").get(key, default)
-    if not isinstance(v, (int, float)) or isinstance(v, bool):
-        raise SuitefitError(f"[tool.suitefit.compare] {key} must be a number, got {v!r}")
-    return float(v)
+def _section_default(key: str) -> float:
+    """``[tool.suitefit.compare] KEY``, or its declared default (checked by the config schema)."""
+    return float(load_config().get(f"compare.{key}"))
 
 
 @click.command("compare")
@@ -63,10 +61,10 @@ def command(cmd_a: str | None, cmd_b: str | None, runs: int | None, warmup: int 
         return 0
     if not cmd_a or not cmd_b:
         raise SuitefitError("give two commands with --a CMD --b CMD (or two run ids with --runs-of)")
-    runs = int(runs if runs is not None else _section_default("runs", 10))
-    warmup = int(warmup if warmup is not None else _section_default("warmup", 1))
-    confidence = confidence if confidence is not None else _section_default("confidence", 0.95)
-    margin = margin if margin is not None else _section_default("margin", 0.03)
+    runs = int(runs if runs is not None else _section_default("runs"))
+    warmup = int(warmup if warmup is not None else _section_default("warmup"))
+    confidence = confidence if confidence is not None else _section_default("confidence")
+    margin = margin if margin is not None else _section_default("margin")
     if not 0.5 <= confidence < 1:
         raise SuitefitError(f"--confidence must be in [0.5, 1), got {confidence}")
     if not 0 <= margin < 1 or not 0 < effect < 10:

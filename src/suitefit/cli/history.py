@@ -35,8 +35,9 @@ def command(history_path: Path | None, limit: int, as_json: bool) -> None:
         click.echo(f"no runs recorded in {h.path}")
         return
     t = Table(title=f"runs in {h.path}")
-    for col in ("id", "when", "kind", "status", "tests", "workers", "wall", "peak RSS"):
-        t.add_column(col, justify="right" if col in ("id", "tests", "workers", "wall", "peak RSS") else "left",
+    # "session": pytest's session as suitefit measured it, not the command around it
+    for col in ("id", "when", "kind", "status", "tests", "workers", "session", "peak RSS"):
+        t.add_column(col, justify="right" if col in ("id", "tests", "workers", "session", "peak RSS") else "left",
                      no_wrap=True)
     for r in runs:
         when = dt.datetime.fromtimestamp(r.started).strftime("%m-%d %H:%M:%S")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,7 @@ from suitefit.budget import detect_budget
 from suitefit.config import load_config
 from suitefit.costs import load_costs_or_discover
 from suitefit.errors import SuitefitError
-from suitefit.model import Plan
+from suitefit.model import Measured, Plan
 from suitefit.plan import make_plan, plan_shards
 from suitefit.units import fmt_mb, fmt_s
 
@@ -37,10 +38,14 @@ def _print_plan(console: Any, plan: Plan, show_all: bool) -> None:
     if len(units) < len(plan.units):
         console.print(f"  ... {len(plan.units) - len(units)} more units (--all shows them)")
     b = plan.budget
-    console.print(f"predicted: wall {fmt_s(plan.predicted_wall_s)}, peak "
-                  f"{fmt_mb(plan.predicted_peak_mb)} of a {fmt_mb(b.memory_mb)} budget, "
-                  f"{plan.workers} worker(s)", highlight=False)
-    console.print("why:")
+    nothing = plan.measured is not None and plan.measured.nothing
+    said = "guessed (nothing measured yet)" if nothing else "predicted"
+    console.print(f"{said}: wall {fmt_s(plan.predicted_wall_s)}, peak {fmt_mb(plan.predicted_peak_mb)} of a {fmt_mb(b.memory_mb)} budget, "
+                  f"{plan.workers} worker(s)", highlight=False, markup=False)
+    if plan.measured is not None:
+        console.print(f"measured: {plan.measured.words()}", highlight=False, markup=False)
+    console.print("why (every figure below is from default costs, not measurements):" if nothing else "why:",
+                  highlight=False, markup=False)
     for r in plan.reasons:
         console.print(f"  - {r}", highlight=False, markup=False)
     for w in plan.warnings:
@@ -87,6 +92,7 @@ def command(as_json: bool, memory_budget: str | None, workers: int | None, shard
                  f"by name; memory admission stays on at run time")
     if shards is not None:
         split, plans = plan_shards(costs, budget, shards)
+        plans = [replace(p, measured=Measured.of(p, costs)) for p in plans]
         if as_json:
             click.echo(json.dumps({"history": str(path), "history_found": bool(costs.runs_used),
                                    "shards": shards, "balanced": split.balanced,
@@ -114,6 +120,7 @@ def command(as_json: bool, memory_budget: str | None, workers: int | None, shard
             _print_plan(console, p, show_all)
         return
     plan = make_plan(costs, budget)
+    plan = replace(plan, measured=Measured.of(plan, costs))
     if as_json:
         d = plan.to_json()
         d["history"] = str(path)

@@ -10,8 +10,9 @@ import click
 
 from suitefit.cli._common import (
     finalize_run,
+    history_for_a_run,
     history_option,
-    open_history,
+    resolve_history,
     run_pytest,
     start_measured_run,
 )
@@ -30,7 +31,7 @@ def command(history_path: Path | None, as_json: bool, workers: str | None, pytes
 
     Arguments after `--` go to pytest as they are.
     """
-    h = open_history(history_path)
+    h = history_for_a_run(resolve_history(history_path))
     args = list(pytest_args)
     if workers is not None:
         args = ["-n", workers, *args]

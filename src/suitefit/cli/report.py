@@ -13,8 +13,6 @@ from suitefit.config import load_config
 from suitefit.errors import SuitefitError
 from suitefit.history import History
 
-KNOWN = {"output"}
-
 
 def _write(path: Path, text: str, *, append: bool = False) -> None:
     """Write whole or not at all (a temp file renamed into place); appends go straight in."""
@@ -74,11 +72,6 @@ def command(run: int | None, output: str | None, history_path: str | None,
     )
 
     cfg = load_config()
-    section = cfg.section("report")
-    unknown = sorted(set(section) - KNOWN)
-    if unknown:
-        raise SuitefitError(f"unknown key(s) in [tool.suitefit.report]: {', '.join(unknown)} "
-                            f"(known: {', '.join(sorted(KNOWN))})")
     if compare and run is not None:
         raise SuitefitError("give either RUN or --compare RUN_A RUN_B, not both")
     path = Path(history_path) if history_path else cfg.history_path
@@ -115,7 +108,7 @@ def command(run: int | None, output: str | None, history_path: str | None,
     if output == "-":
         sys.stdout.write(text)
         return
-    target = Path(output or (None if compare else section.get("output")) or default)
+    target = Path(output or (None if compare else cfg.get("report.output")) or default)
     _write(target, text)
     size = len(text.encode("utf-8"))
     click.echo(f"suitefit: {what} written to {target} ({size / 1024:.0f} KiB)")

@@ -5,16 +5,22 @@ from __future__ import annotations
 import json
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import NoReturn
 
 import click
 
-from suitefit.cli._common import history_option, pytest_command, start_measured_run
+from suitefit.cli._common import (
+    history_for_a_run,
+    history_option,
+    pytest_command,
+    start_measured_run,
+)
 from suitefit.config import load_config
 from suitefit.errors import SuitefitError
 from suitefit.history import History
-from suitefit.model import Plan, WorkerCost
+from suitefit.model import Measured, Plan, WorkerCost, predicted
 from suitefit.units import fmt_mb, fmt_s
 
 FORBIDDEN = ("-n", "--numprocesses", "--dist", "-d", "--tx", "--max-worker-restart", "--maxprocesses")
@@ -82,6 +88,8 @@ def command(history_path: Path | None, memory_budget: str | None, workers: int |
             shard, shard_source = found
     cfg = load_config()
     path = history_path or cfg.history_path
+    if path.exists():  # checked before the plan reads it: a corrupt one is set aside
+        history_for_a_run(path).close()
     explain_n = _explain_count(explain, explain_limit, cfg.explain_failures)
     costs, existed, _ = load_costs_or_discover(cfg, path)
     for line in costs.dropped_constraints:
@@ -100,6 +108,7 @@ def command(history_path: Path | None, memory_budget: str | None, workers: int |
                       "no history: a stable hash split by file"), err=True)
     else:
         plan = make_plan(costs, budget)
+    plan = replace(plan, measured=Measured.of(plan, costs))
     h = History(path)
     from suitefit.cli.history import crashed_line
 
@@ -110,10 +119,13 @@ def command(history_path: Path | None, memory_budget: str | None, workers: int |
     if not existed or costs.runs_used == 0:
         click.echo("suitefit: no measured runs in the history yet: a safe first plan "
                    "(every file at a default cost); this run's measurements plan the next one", err=True)
+    assert plan.measured is not None
     click.echo(
-        f"suitefit: plan: {plan.workers} worker(s), predicted wall {fmt_s(plan.predicted_wall_s)}, "
+        f"suitefit: plan: {plan.workers} worker(s), {predicted(plan, 'wall', fmt_s(plan.predicted_wall_s))}, "
         f"peak {fmt_mb(plan.predicted_peak_mb)} of a {fmt_mb(budget.memory_mb)} budget "
         f"({budget.memory_source}); `suitefit plan` explains each decision", err=True)
+    if not plan.measured.nothing and not plan.measured.complete:
+        click.echo(f"suitefit: plan: {plan.measured.words()}", err=True)
     for w in plan.warnings:
         click.echo(f"suitefit: warning: {w}", err=True)
     separate, why = False, ""

@@ -10,6 +10,7 @@ import click
 
 from suitefit.budget import detect_budget
 from suitefit.config import load_config
+from suitefit.costs import DEFAULT_WORKER
 from suitefit.diagnose.sweep import DEFAULT_FILE_MB, SweepReport, sweep
 from suitefit.errors import SuitefitError
 from suitefit.history import History
@@ -34,15 +35,16 @@ def command(repeat: int | None, jobs: int | None, memory_budget: str | None, run
             then_bisect: bool, pytest_args: tuple[str, ...]) -> int:
     """Run every test file alone and report victims, dependents and flaky tests (exit 1 if any)."""
     cfg = load_config()
-    sec = cfg.section("sweep")
-    repeat = repeat if repeat is not None else int(sec.get("repeat", 2 if then_bisect else 1))
+    # --bisect needs two runs of each file alone to tell a flaky test from an order dependency
+    repeat = repeat if repeat is not None else (
+        int(cfg.get("sweep.repeat")) if "repeat" in cfg.section("sweep") else 2 if then_bisect else 1)
     if jobs is not None and jobs < 1:
         raise SuitefitError(f"--jobs must be at least 1, got {jobs}")
     # The same budget as `suitefit run`: flags, else [tool.suitefit], else cgroup/RAM minus margin.
     budget = detect_budget(memory_budget, jobs, cfg)
-    default_mb = cfg.raw.get("default_file_mb", DEFAULT_FILE_MB)
-    if not isinstance(default_mb, (int, float)):
-        raise SuitefitError(f"[tool.suitefit] default_file_mb must be a number of MiB, got {default_mb!r}")
+    # The plan's figure is above a worker's baseline; a file alone is a whole pytest process.
+    file_mb = cfg.get("default_file_mb")
+    default_mb = DEFAULT_FILE_MB if file_mb is None else DEFAULT_WORKER.baseline_mb + file_mb
     path = Path(history_path) if history_path else cfg.history_path
     if run_id is not None and not path.exists():
         raise SuitefitError(f"no history at {path}: run `suitefit profile` first")

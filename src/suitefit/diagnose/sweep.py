@@ -18,12 +18,15 @@ from pathlib import Path
 import psutil
 
 from suitefit import timing
+from suitefit.costs import DEFAULT_WORKER
 from suitefit.diagnose.pytest_runs import PytestResult, is_ok, run_recorded
 from suitefit.errors import SuitefitError
 from suitefit.history import History, RunRecord
+from suitefit.plan.planner import DEFAULT_FILE_MB as PLAN_DEFAULT_FILE_MB
 
 SUITE_KINDS = ("profile", "pytest", "run")
-DEFAULT_FILE_MB = 150.0
+# A file never measured, run alone: a worker's default baseline plus the plan's default file.
+DEFAULT_FILE_MB = DEFAULT_WORKER.baseline_mb + PLAN_DEFAULT_FILE_MB
 
 
 @dataclass(frozen=True)

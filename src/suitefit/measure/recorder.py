@@ -66,6 +66,36 @@ class _Phases:
     call_s: float = 0.0
     teardown_s: float = 0.0
     outcome: str = "passed"
+    reason: str | None = None  # the first failing phase's crash line
+
+
+REASON_CHARS = 300
+
+
+def short_reason(report: Any) -> str | None:
+    """A failure's one line, as pytest's short summary shows it: the crash line, else the last line.
+
+    Only read for failures, from the representation pytest has already built: no cost
+    to a passing test.
+    """
+    lr = getattr(report, "longrepr", None)
+    if lr is None:
+        return None
+    crash = getattr(lr, "reprcrash", None)
+    text = getattr(crash, "message", None) if crash is not None else None
+    if not text:
+        if isinstance(lr, tuple) and len(lr) == 3:  # (path, line, message): skips, some plugins
+            text = str(lr[2])
+        else:
+            lines = [ln.strip() for ln in str(lr).splitlines() if ln.strip()]
+            errs = [ln for ln in lines if ln.startswith("E ")]
+            text = (errs[-1][1:].strip() if errs else lines[-1]) if lines else ""
+    first = next((ln.strip() for ln in str(text).splitlines() if ln.strip()), "")
+    if not first:
+        return None
+    if report.when in ("setup", "teardown"):
+        first = f"in {report.when}: {first}"
+    return first if len(first) <= REASON_CHARS else first[: REASON_CHARS - 1] + "…"
 
 
 def outcome_of(phases: _Phases, report: pytest.TestReport) -> str:
@@ -164,7 +194,7 @@ class WorkerRecorder:
             ph = self._phases.pop(item.nodeid, _Phases())
             self._tests.append(
                 TestRecord(self.run_id, item.nodeid, path, self.worker, self._seq, now,
-                           ph.setup_s, ph.call_s, ph.teardown_s, wall, cpu, ph.outcome)
+                           ph.setup_s, ph.call_s, ph.teardown_s, wall, cpu, ph.outcome, ph.reason)
             )
             if self.reap_grace_s is not None:
                 self._windows.append((item.nodeid, now, now + wall))
@@ -200,6 +230,8 @@ class WorkerRecorder:
         ph = self._phases.setdefault(report.nodeid, _Phases())
         setattr(ph, f"{report.when}_s", getattr(ph, f"{report.when}_s") + report.duration)
         ph.outcome = outcome_of(ph, report)
+        if report.failed and ph.reason is None:
+            ph.reason = short_reason(report)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_fixture_setup(self, fixturedef: Any, request: Any) -> Generator[None, Any, Any]:

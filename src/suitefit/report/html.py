@@ -17,6 +17,7 @@ from typing import Any
 
 from suitefit import __version__
 from suitefit.report import svg
+from suitefit.report.markdown import outcome_text
 from suitefit.report.queries import (
     FileDelta,
     Marker,
@@ -25,6 +26,7 @@ from suitefit.report.queries import (
     file_deltas,
     text_of,
 )
+from suitefit.summary import SHOWN_FAILURES
 from suitefit.units import fmt_mb, fmt_s
 
 TOP_TESTS = 50
@@ -78,8 +80,8 @@ def _delta_mb(v: float | None) -> Cell:
 
 
 def table(cols: Sequence[Col], rows: Sequence[Sequence[Cell]], *, tid: str = "",
-          row_cls: Callable[[int], str] | None = None) -> str:
-    """A table sortable by clicking its headers (sort values sit in data-v)."""
+          row_cls: Callable[[int], str] | None = None, fold: bool = True) -> str:
+    """A table sortable by clicking its headers (sort values sit in data-v); long ones fold unless told."""
     if not rows:
         return '<p class="note">none recorded</p>'
     head = "".join(
@@ -96,8 +98,8 @@ def table(cols: Sequence[Col], rows: Sequence[Sequence[Cell]], *, tid: str = "",
         rc = row_cls(i) if row_cls else ""
         body.append(f'<tr{f" class={_attr(rc)}" if rc else ""}>{"".join(cells)}</tr>')
     tid_attr = f' id="{escape(tid)}"' if tid else ""
-    fold = f' data-fold="{FOLD}"' if len(rows) > FOLD + 5 else ""
-    return (f'<table class="sortable"{tid_attr}{fold}><thead><tr>{head}</tr></thead>'
+    folded = f' data-fold="{FOLD}"' if fold and len(rows) > FOLD + 5 else ""
+    return (f'<table class="sortable"{tid_attr}{folded}><thead><tr>{head}</tr></thead>'
             f'<tbody>{"".join(body)}</tbody></table>')
 
 
@@ -132,19 +134,15 @@ def _when(epoch: float | None) -> str:
 
 def _summary(v: RunView) -> str:
     r = v.run
-    counts = v.outcome_counts()
-    tests = (f"{r.collected:,} collected" if r.collected is not None else f"{len(v.tests):,} recorded")
-    parts = [(k, getattr(r, k)) for k in ("passed", "failed", "skipped", "errors")]
-    shown = [f"{n:,} {k}" for k, n in parts if n]
-    if not shown and counts:
-        shown = [f"{n:,} {k}" for k, n in sorted(counts.items())]
+    ran = f"{len(v.tests):,} tests ran" if v.tests else "no test ran"
     pairs = [
         ("status", f"{r.status}" + (f" (exit {r.exit_code})" if r.exit_code is not None else "")),
         ("kind", r.kind),
         ("started", _when(r.started)),
-        ("wall time", fmt_s(r.wall_s) if r.wall_s is not None else f"{fmt_s(v.duration_s)} (last record)"),
+        ("session wall", fmt_s(r.wall_s) if r.wall_s is not None else f"{fmt_s(v.duration_s)} (last record)"),
         ("CPU time", fmt_s(r.cpu_s)),
-        ("tests", tests + (": " + ", ".join(shown) if shown else "")),
+        ("tests", ran),
+        ("outcomes", outcome_text(v) or "-"),
         ("workers", str(r.workers or len(v.workers))),
         ("peak tree RSS", fmt_mb(v.peak_rss_mb)),
         ("peak tree PSS", fmt_mb(v.peak_pss_mb) if v.peak_pss_mb is not None else "not measured"),
@@ -321,7 +319,6 @@ def _tests(v: RunView) -> str:
     by_time = sorted(v.tests, key=lambda t: t.wall_s, reverse=True)[:TOP_TESTS]
     with_mem = [t for t in v.tests if t.tree_mb is not None]
     by_mem = sorted(with_mem, key=lambda t: (t.tree_mb or 0.0, t.wall_s), reverse=True)[:TOP_TESTS]
-    bad = [t for t in v.tests if t.outcome in ("failed", "error")]
     out = [f"<h3>By wall time ({n:,} tests)</h3>", table(TEST_COLS, _test_rows(by_time), tid="tests-time"),
            _capped(len(by_time), n, "tests")]
     if by_mem:
@@ -329,10 +326,17 @@ def _tests(v: RunView) -> str:
                 _note("a test's figure is the whole tree's, so under several workers it includes "
                       "what the other workers held at the time"),
                 table(TEST_COLS, _test_rows(by_mem), tid="tests-mem"), _capped(len(by_mem), n, "tests")]
-    if bad:
-        out += [f"<h3>Failed ({len(bad):,})</h3>", table(TEST_COLS, _test_rows(bad[:TOP_ROWS])),
-                _capped(TOP_ROWS, len(bad), "failed tests")]
     return "".join(out)
+
+
+def _failed(v: RunView) -> str:
+    shown = v.failed[:SHOWN_FAILURES]
+    rows = [[_txt(f.nodeid), _txt(f.reason or f.outcome), _txt(f.worker), _txt(f.file), _s(f.start)]
+            for f in shown]
+    return (table([Col("test", mono=True), Col("reason"), Col("worker"), Col("file", mono=True),
+                   Col("at", num=True)], rows, tid="failed", fold=False)
+            + (_note(f"… and {len(v.failed) - len(shown):,} more: the first {len(shown)} in the order they "
+                     "failed are listed") if len(v.failed) > len(shown) else ""))
 
 
 def _fixtures(v: RunView) -> str:
@@ -366,7 +370,12 @@ def _plan(v: RunView) -> str:
               + (f" ({b.memory_source})" if b.memory_source else ""))]
     if p.shard:
         pairs.append(("shard", f"{p.shard[0]} of {p.shard[1]}"))
+    if p.measured is not None:
+        pairs.append(("predictions based on", p.measured.words()))
     out = [f'<div class="chartbox">{bars}</div>', _kv(pairs)]
+    if p.measured is not None and p.measured.nothing:
+        out.insert(0, _note("Nothing was measured when this plan was made: its predicted wall and peak "
+                            "are guesses from default costs, not forecasts."))
     if p.reasons:
         out.append("<h4>Why</h4><ul>" + "".join(f"<li>{escape(r)}</li>" for r in p.reasons) + "</ul>")
     if p.warnings:
@@ -543,6 +552,8 @@ def render_run(v: RunView) -> str:
     secs: list[tuple[str, str, str]] = [("summary", "Summary", _summary(v) + "".join(_note(n) for n in v.notes))]
     if v.crash is not None:
         secs.append(("crash", "Crash", _crash(v)))
+    if v.failed:
+        secs.append(("failed", f"Failed ({len(v.failed):,})", _failed(v)))
     secs += [
         ("memory", "Memory of the process tree", _memory(v)),
         ("workers", "Workers", _workers(v)),

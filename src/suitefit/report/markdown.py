@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from suitefit.model import predicted
 from suitefit.report.queries import RunView, file_deltas
+from suitefit.summary import SHOWN_FAILURES, outcome_words, run_outcomes
 from suitefit.units import fmt_mb, fmt_s
 
 TOP = 5
@@ -29,13 +31,20 @@ def _table(head: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
     return out
 
 
+def outcome_text(v: RunView) -> str:
+    """What pytest's summary line said (its outcomes, recorded by suitefit), else one outcome per test row."""
+    pytest_said = run_outcomes(v.run)
+    if pytest_said is not None:
+        return f"{outcome_words(pytest_said)} (as pytest counts: reports, not tests)"
+    rows = v.outcome_counts()
+    return (f"{outcome_words(rows)} (one outcome per test)" if rows else "")
+
+
 def render_markdown(v: RunView) -> str:
     r = v.run
     wall = fmt_s(r.wall_s) if r.wall_s is not None else "-"
-    lines = [f"### suitefit: run {r.id} ({r.kind}) {r.status} in {wall}", ""]
-    counts = [(k, getattr(r, k)) for k in ("passed", "failed", "skipped", "errors")]
-    tests = ", ".join(f"{n:,} {k}" for k, n in counts if n) or ", ".join(
-        f"{n:,} {k}" for k, n in sorted(v.outcome_counts().items()))
+    lines = [f"### suitefit: run {r.id} ({r.kind}) {r.status}, session {wall}", ""]
+    tests = outcome_text(v)
     mem = fmt_mb(v.peak_rss_mb) + " RSS"
     if v.peak_pss_mb is not None:
         mem += f", {fmt_mb(v.peak_pss_mb)} PSS"
@@ -49,8 +58,10 @@ def render_markdown(v: RunView) -> str:
         rows.append(["heartbeat crossings", str(len(v.heartbeats))])
     if v.plan is not None:
         p = v.plan.plan
-        rows.append(["plan: wall", f"predicted {fmt_s(p.predicted_wall_s)}, measured {fmt_s(v.plan.wall_s)}"])
-        rows.append(["plan: peak", f"predicted {fmt_mb(p.predicted_peak_mb)}, measured {fmt_mb(v.plan.peak_mb)}"])
+        rows.append(["plan: wall", f"{predicted(p, 'wall', fmt_s(p.predicted_wall_s))}, measured {fmt_s(v.plan.wall_s)}"])
+        rows.append(["plan: peak", f"{predicted(p, 'peak', fmt_mb(p.predicted_peak_mb))}, measured {fmt_mb(v.plan.peak_mb)}"])
+        if p.measured is not None:
+            rows.append(["plan: based on", p.measured.words()])
     lines += _table(["", f"run {r.id}"], rows)
     if v.crash is not None:
         c = v.crash
@@ -63,6 +74,13 @@ def render_markdown(v: RunView) -> str:
             lines.append("In flight: " + ", ".join(
                 f"{_code(n)} on {w}" + (f" ({fmt_mb(mb[(w, n)])} at its last reading)" if (w, n) in mb else "")
                 for w, n in c.inflight[:10]))
+    if v.failed:
+        shown = v.failed[:SHOWN_FAILURES]
+        lines += ["", f"Failed ({len(v.failed):,}):", ""]
+        lines += _table(["test", "reason", "worker", "file"],
+                        [[_code(f.nodeid), f.reason or f.outcome, f.worker, _code(f.file)] for f in shown])
+        if len(v.failed) > len(shown):
+            lines += ["", f"… and {len(v.failed) - len(shown):,} more (the HTML report lists them)."]
     if v.peak is not None and v.peak_tests:
         names = ", ".join(_code(t.nodeid) for t in v.peak_tests[:TOP])
         more = f" and {len(v.peak_tests) - TOP} more" if len(v.peak_tests) > TOP else ""

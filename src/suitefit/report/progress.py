@@ -154,8 +154,8 @@ class Progress:
         """The plain line, e.g. ``suitefit: 120/400 tests, 12.3 s, tree 812 MiB of 6.00 GiB``."""
         elapsed = (self._clock() if now is None else now) - self._start
         if final:
-            return (f"suitefit: done {self._done}/{self.total} tests, {fmt_s(elapsed)}, "
-                    f"tree peak {self._memory(self._peak_mb)}")
+            return (f"suitefit: done {self._done}/{self.total} collected tests, tests {fmt_s(elapsed)} "
+                    f"(from collection to the last), tree peak {self._memory(self._peak_mb)}")
         return f"suitefit: {self._done}/{self.total} tests, {fmt_s(elapsed)}, tree {self._memory(self._tree_mb)}"
 
     def _render(self, now: float | None = None, *, final: bool = False) -> Any:

@@ -27,6 +27,7 @@ from suitefit.history import (
     WorkerRecord,
 )
 from suitefit.model import Plan
+from suitefit.summary import FailedTest, failed_tests
 
 MAX_POINTS = 2000  # timeline points drawn at most (min and max of each bucket)
 EPOCH_FLOOR = 1e9  # an event time above this is epoch seconds, below it seconds since start
@@ -186,6 +187,7 @@ class RunView:
     notes: list[str] = field(default_factory=list)
     leftovers: list[Marker] = field(default_factory=list)  # processes tests left running
     decisions: list[Marker] = field(default_factory=list)  # the scheduler's sched_* events
+    failed: list[FailedTest] = field(default_factory=list)  # in the order they happened
 
     @property
     def budget_mb(self) -> float | None:
@@ -286,6 +288,7 @@ def load_view(history: History, run: RunRecord, *, max_points: int = MAX_POINTS)
         leftovers=leftovers,
         decisions=decisions,
     )
+    view.failed = failed_tests(history, rid, t0)
     if run.plan:
         try:
             plan = Plan.from_json(json.loads(run.plan))

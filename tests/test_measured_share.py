@@ -1,0 +1,76 @@
+"""A prediction says how much of it is measured: a guess with no history is never shown as known."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from clihelp import suitefit
+
+from suitefit.model import Measured, Plan
+
+
+def _project(root: Path, n: int) -> None:
+    (root / "tests").mkdir(exist_ok=True)
+    (root / "pyproject.toml").write_text('[tool.pytest.ini_options]\ntestpaths = ["tests"]\n')
+    for i in range(n):
+        (root / "tests" / f"test_{i}.py").write_text(
+            f"import time\ndef test_x():\n    time.sleep({0.05 * (i + 1)})\n")
+
+
+def test_first_run_says_its_prediction_is_a_guess(tmp_path: Path) -> None:
+    _project(tmp_path, 3)
+    plan = suitefit("plan", cwd=tmp_path)
+    assert plan.returncode == 0, plan.stderr
+    head = next(ln for ln in plan.stdout.splitlines() if "wall" in ln and "budget" in ln)
+    assert head.startswith("guessed (nothing measured yet): wall") and "predicted" not in head, plan.stdout
+    assert "why (every figure below is from default costs, not measurements):" in plan.stdout
+    assert "nothing measured yet: all 3 file(s) at a default cost" in plan.stdout
+    d = json.loads(suitefit("plan", "--json", cwd=tmp_path).stdout)
+    assert d["measured"] == {"files": 0, "planned": 3, "measured_s": 0.0, "work_s": d["measured"]["work_s"],
+                             "runs": 0}
+
+    run = suitefit("run", "--", "-q", cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    plan_line = next(ln for ln in run.stderr.splitlines() if ln.startswith("suitefit: plan:"))
+    assert "guessed wall" in plan_line and "predicted" not in plan_line
+    closing = next(ln for ln in run.stdout.splitlines() + run.stderr.splitlines()
+                   if re.match(r"suitefit: run \d+: command", ln))
+    assert "guessed wall" in closing and "and peak" in closing and "predicted" not in closing
+    md = suitefit("report", "--markdown", cwd=tmp_path)
+    assert "guessed wall" in md.stdout and "nothing measured yet" in md.stdout
+    html = suitefit("report", "-o", "-", cwd=tmp_path).stdout
+    assert "Nothing was measured when this plan was made" in html
+
+
+def test_partial_history_says_how_much_is_measured(tmp_path: Path) -> None:
+    _project(tmp_path, 3)
+    assert suitefit("profile", "--", "-q", cwd=tmp_path).returncode == 0
+    full = suitefit("plan", cwd=tmp_path)
+    assert "\npredicted: wall" in full.stdout and "all 3 file(s) measured" in full.stdout
+    assert "guessed" not in full.stdout and "\nwhy:" in full.stdout
+    _project(tmp_path, 4)  # one new file, never measured, declared in a group: planned at a default cost
+    with (tmp_path / "pyproject.toml").open("a") as f:
+        f.write('\n[tool.suitefit]\ngroups = { pair = ["tests/test_0.py", "tests/test_3.py"] }\n')
+    plan = suitefit("plan", cwd=tmp_path)
+    assert "predicted: wall" in plan.stdout
+    m = re.search(r"3/4 files measured, (\d+)% of the predicted work; the rest at a default cost", plan.stdout)
+    assert m and 0 < int(m.group(1)) < 100, plan.stdout
+    run = suitefit("run", "--", "-q", cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    out = run.stdout + run.stderr
+    assert out.count("3/4 files measured") == 2, out  # the plan line and the closing line
+
+
+def test_measured_round_trips_in_the_plan_json() -> None:
+    from suitefit.model import Budget
+
+    m = Measured(files=2, planned=5, measured_s=3.0, work_s=4.0, runs=1)
+    p = Plan(workers=1, units=(), budget=Budget(1000.0, 2), predicted_wall_s=1.0, predicted_peak_mb=1.0,
+             reasons=(), measured=m)
+    assert Plan.from_json(json.loads(json.dumps(p.to_json()))).measured == m
+    assert m.share == 0.75 and "2/5 files measured, 75% of the predicted work" in m.words()
+    old = p.to_json()
+    del old["measured"]  # a plan recorded before this field
+    assert Plan.from_json(old).measured is None
