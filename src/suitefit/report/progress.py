@@ -87,6 +87,11 @@ class Progress:
             if self._live is not None and not self._closed:
                 from rich.text import Text
 
+                if "\r" in self._partial:
+                    # a status line rewritten in place (xdist's "2 workers [37 items]") is done:
+                    # it ends above ours; pytest's dots (never rewritten) stay in the live area
+                    self._live.console.print(Text.from_ansi(self._partial.rsplit("\r", 1)[-1]), soft_wrap=True)
+                    self._partial = ""
                 self._live.console.print(Text(line), soft_wrap=True)
             else:
                 self._write(line)
