@@ -33,7 +33,10 @@ def split_long_files(units: Sequence[Unit], file_costs: Mapping[str, FileCost],
     out: list[Unit] = []
     reasons: list[str] = []
     for u in units:
-        fc = file_costs.get(u.files[0]) if len(u.files) == 1 and u.chunk is None else None
+        # a plain file only: a group's part (a pool's users, a declared group) stays whole, or
+        # its fixture would start again on every worker a chunk went to
+        plain = len(u.files) == 1 and u.chunk is None and u.name == u.files[0]
+        fc = file_costs.get(u.files[0]) if plain else None
         if fc is None or fc.tests < 2 or u.wall_s <= lane_s:
             out.append(u)
             continue
