@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -175,3 +176,29 @@ def test_files_found_by_name_are_planned_only_before_anything_is_measured(tmp_pa
     write_history(tmp_path / "h.sqlite", [SynthRun(_one_worker(files), files)])
     costs, _, _ = load_costs_or_discover(load_config(tmp_path), tmp_path / "h.sqlite")
     assert [(f.path, f.measured) for f in costs.files] == [("tests/test_a.py", True)]
+
+
+def test_what_commands_took_beyond_the_model_is_learned_per_worker_count(tmp_path: Path) -> None:
+    # The closing line records the command's wall; the next plan adds what past commands took
+    # beyond their plan's model (its prediction less the overhead it had already added).
+    import json
+
+    from suitefit.model import Budget
+    from suitefit.plan import make_plan
+
+    files = {f"tests/test_{i}.py": SynthFile(f"tests/test_{i}.py", 1.0) for i in range(6)}
+    write_history(tmp_path / "h.sqlite", [SynthRun(_one_worker(files), files)])
+    with History(tmp_path / "h.sqlite") as h:
+        for model, overhead, command in ((5.0, 0.0, 5.8), (5.5, 0.8, 5.5)):  # the second already had 0.8 added
+            rid = h.new_run("run", started=2_000_000.0)
+            plan = {"workers": 2, "predicted_wall_s": model, "overhead_s": overhead}
+            h.update_run(rid, status="passed", plan=json.dumps(plan), finished=2_000_010.0, wall_s=4.0)
+            h.merge_run_meta(rid, command_wall_s=command)
+            (rid_files := h.files(1)) and h.add_files([type(rid_files[0])(**{**vars(f), "run_id": rid})
+                                                       for f in rid_files])
+        cm = build_cost_model(h)
+    assert cm.overhead_by_workers == {2: pytest.approx(0.8)}  # median of 0.8 and 0.8
+    base = make_plan(replace(cm, overhead_by_workers={}), Budget(10_000, 2, workers=2))
+    plan = make_plan(cm, Budget(10_000, 2, workers=2))
+    assert plan.predicted_wall_s == pytest.approx(base.predicted_wall_s + 0.8) and plan.overhead_s == pytest.approx(0.8)
+    assert any("beyond the model" in r for r in plan.reasons)

@@ -95,6 +95,7 @@ def build_cost_model(history: History | None, *, files: Sequence[str] = (),
         worker=worker,
         slowdown=slowdown,
         startup_by_workers=startups,
+        overhead_by_workers=_overhead(history, run_ids) if history is not None and run_ids else {},
         serial_peak_mb=serial_peak,
         runs_used=len(used_runs),
         declared_groups=declared,
@@ -274,6 +275,26 @@ def _slowdown(history: History, run_ids: Sequence[int],
         if per_run:
             out[n] = max(0.5, statistics.median(per_run))
     return out
+
+
+def _overhead(history: History, run_ids: Sequence[int]) -> dict[int, float]:
+    """Worker count -> the median of what recorded `suitefit run` commands took beyond their
+    plan's model (the plan's prediction less the overhead it had already added)."""
+    import json
+
+    by_n: dict[int, list[float]] = {}
+    for plan_text, meta_text in history.execute(
+            f"SELECT plan, meta FROM runs WHERE id IN ({_q(run_ids)}) AND kind = 'run' AND plan IS NOT NULL "
+            f"AND status IN ('passed', 'failed')"):
+        try:
+            plan, meta = json.loads(plan_text), json.loads(meta_text or "{}")
+            command = float(meta["command_wall_s"])
+            model = float(plan["predicted_wall_s"]) - float(plan.get("overhead_s", 0.0))
+            n = int(plan["workers"])
+        except (ValueError, KeyError, TypeError):
+            continue
+        by_n.setdefault(n, []).append(command - model)
+    return {n: statistics.median(v) for n, v in by_n.items() if len(v) >= 1}
 
 
 def _doubtful(history: History, run_ids: Sequence[int]) -> dict[tuple[int, str], tuple[float, float]]:

@@ -149,6 +149,9 @@ class CostModel:
     # worker count -> one worker's startup when that many start together
     slowdown: Mapping[int, float] = field(default_factory=dict)
     startup_by_workers: Mapping[int, float] = field(default_factory=dict)
+    # worker count -> what past `suitefit run` commands took beyond the model's prediction
+    # (suitefit's own start, the sampler, pytest's start before the conftest): measured
+    overhead_by_workers: Mapping[int, float] = field(default_factory=dict)
     declared_groups: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # [tool.suitefit] groups
     release: bool | tuple[str, ...] = False  # early fixture release: off, on, or these names
     notes: tuple[str, ...] = ()  # defaults taken and why
@@ -203,6 +206,7 @@ class Plan:
     fixed_mb: float = 0.0  # memory outside the workers (xdist's controller)
     slow: float = 1.0  # every duration's stretch on this many workers
     releasable: tuple[str, ...] = ()  # fixtures the core may release after their last user
+    overhead_s: float = 0.0  # the measured fixed overhead included in predicted_wall_s
     measured: Measured | None = None  # how much of it rests on measurements (None: not said)
 
     def to_json(self) -> dict[str, Any]:
@@ -251,6 +255,7 @@ class Plan:
             fixed_mb=float(d.get("fixed_mb", 0.0)),
             slow=float(d.get("slow", 1.0)),
             releasable=tuple(d.get("releasable", ())),
+            overhead_s=float(d.get("overhead_s", 0.0)),
             fixtures=tuple(
                 FixtureCost(
                     name=f["name"],

@@ -74,7 +74,10 @@ class RunClose:
         run = h.run(self.run_id)
         write = self.out.write
         m = p.measured
-        command, session = fmt_s(self.command_wall_s()), fmt_s(run.wall_s)
+        command_s = self.command_wall_s()
+        command, session = fmt_s(command_s), fmt_s(run.wall_s)
+        if command_s is not None:  # the next plans learn what the model leaves out from this
+            h.merge_run_meta(self.run_id, command_wall_s=round(command_s, 3))
         if m is not None and m.nothing:
             write(f"suitefit: run {self.run_id}: command {command} from `suitefit run` to now, session {session}, "
                   f"peak {fmt_mb(run.peak_rss_mb)} (budget {fmt_mb(p.budget.memory_mb)}); the plan "

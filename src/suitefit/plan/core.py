@@ -243,6 +243,12 @@ class Core:
         return self._total
 
     @property
+    def running_mb(self) -> float:
+        """The tree as it stands: baselines, resident fixtures and the units that started
+        (not those queued behind them, which admission counts ahead of time)."""
+        return self._visible_total()
+
+    @property
     def pending(self) -> int:
         return self._pending
 

@@ -138,6 +138,14 @@ def _plan_one(costs: CostModel, budget: Budget, rules: GroupingRules,
     def slow_for(w: int) -> float:
         return slowdown_for(w, budget.cpus, costs.slowdown)
 
+    def overhead_for(w: int) -> float:
+        # measured: what past commands took beyond the model at this worker count (or the
+        # nearest measured count); never negative, never guessed
+        oh = costs.overhead_by_workers
+        if not oh:
+            return 0.0
+        return max(0.0, oh[w] if w in oh else oh[min(oh, key=lambda n: abs(n - w))])
+
     def startup_for(w: int) -> float:
         return costs.startup_by_workers.get(w, worker.startup_s * slow_for(w))
     releasable = releasable_fixtures(plan_fixtures, rules, costs.release)
@@ -159,7 +167,7 @@ def _plan_one(costs: CostModel, budget: Budget, rules: GroupingRules,
                        budget_mb=budget.memory_mb, fixed_mb=controller_mb, slow=slow_for(w), log=True,
                        releasable=releasable, stop_on_warning=best_wall_s is not None,
                        give_up_after_s=None if best_wall_s is None else 1.5 * best_wall_s)
-        sim = replace(sim, wall_s=sim.wall_s + controller_s)
+        sim = replace(sim, wall_s=sim.wall_s + controller_s + overhead_for(w))
         cand = Candidate(w, ordered, sim, tuple(greasons))
         if split and not sim.fits and groups.fixture_groups:
             # Splitting a group for time puts its fixtures on several workers at once: if
@@ -185,6 +193,10 @@ def _plan_one(costs: CostModel, budget: Budget, rules: GroupingRules,
     sim = chosen.sim
     reasons = list(pre_reasons)
     reasons += list(costs.notes) + notes
+    if overhead_for(chosen.workers) > 0:
+        reasons.append(f"predicted wall includes {fmt_s(overhead_for(chosen.workers))} that past "
+                       f"`suitefit run` commands took beyond the model at about this worker count "
+                       f"(suitefit's and pytest's own start): measured, not guessed")
     doubtful = sorted(fc.path for fc in fcs.values() if not fc.trusted)
     if doubtful:
         reasons.append(f"{len(doubtful)} file(s) measured only in runs where some of their tests "
@@ -233,6 +245,7 @@ def _plan_one(costs: CostModel, budget: Budget, rules: GroupingRules,
         baseline_mb=worker.baseline_mb,
         fixed_mb=worker.baseline_mb if chosen.workers >= 2 else 0.0,
         slow=slow_for(chosen.workers),
+        overhead_s=overhead_for(chosen.workers),
         releasable=tuple(sorted(releasable)),
     )
 

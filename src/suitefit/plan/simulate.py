@@ -88,7 +88,7 @@ def simulate(plan: Plan, *, startup_s: float, baseline_mb: float, budget_mb: flo
     sent: dict[str, Unit] = {}
     waiting: list[str] = []
     t = startup_s
-    peak = core.predicted_mb
+    peak = core.running_mb  # the simulated tree's peak; admission's bound is predicted_mb
     end_t = t
 
     def push(at: float, kind: str, w: str) -> None:
@@ -97,8 +97,10 @@ def simulate(plan: Plan, *, startup_s: float, baseline_mb: float, budget_mb: flo
         seq += 1
 
     def start(w: str, u: Unit, now: float) -> None:
+        nonlocal peak
         st = ws[w]
         core.started(w, u.name, now)
+        peak = max(peak, core.running_mb)
         saved = sum(setup.get(f, 0.0) for f in u.fixtures if f in st.resident)
         dur = max(0.0, u.wall_s - saved) * slow
         st.unit, st.start, st.held = u, now, False
@@ -141,7 +143,7 @@ def simulate(plan: Plan, *, startup_s: float, baseline_mb: float, budget_mb: flo
         nonlocal peak
         if w not in apply(core.want(w, now, holding=ws[w].unit is not None), now) and w not in waiting:
             waiting.append(w)
-        peak = max(peak, core.predicted_mb)
+        peak = max(peak, core.running_mb)
 
     for w in names:
         ask(w, t)
