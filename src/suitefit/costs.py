@@ -10,6 +10,7 @@ to set it up first on its worker, so the planner can count them once per worker.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import statistics
 from collections.abc import Mapping, Sequence
@@ -96,6 +97,7 @@ def build_cost_model(history: History | None, *, files: Sequence[str] = (),
         slowdown=slowdown,
         startup_by_workers=startups,
         overhead_by_workers=_overhead(history, run_ids) if history is not None and run_ids else {},
+        sampler_mb=_sampler_mb(history, run_ids) if history is not None and run_ids else 0.0,
         serial_peak_mb=serial_peak,
         runs_used=len(used_runs),
         declared_groups=declared,
@@ -275,6 +277,19 @@ def _slowdown(history: History, run_ids: Sequence[int],
         if per_run:
             out[n] = max(0.5, statistics.median(per_run))
     return out
+
+
+def _sampler_mb(history: History, run_ids: Sequence[int]) -> float:
+    """The sampler process's own peak RSS in recent runs (the largest: memory is not averaged)."""
+    import json
+
+    vals = []
+    for (meta_text,) in history.execute(f"SELECT meta FROM runs WHERE id IN ({_q(run_ids)})"):
+        with contextlib.suppress(ValueError, TypeError):
+            v = json.loads(meta_text or "{}").get("sampler_rss_mb")
+            if v is not None:
+                vals.append(float(v))
+    return max(vals, default=0.0)
 
 
 def _overhead(history: History, run_ids: Sequence[int]) -> dict[int, float]:

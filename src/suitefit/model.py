@@ -152,6 +152,7 @@ class CostModel:
     # worker count -> what past `suitefit run` commands took beyond the model's prediction
     # (suitefit's own start, the sampler, pytest's start before the conftest): measured
     overhead_by_workers: Mapping[int, float] = field(default_factory=dict)
+    sampler_mb: float = 0.0  # suitefit's sampler process, measured: a runner's limit counts it too
     declared_groups: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # [tool.suitefit] groups
     release: bool | tuple[str, ...] = False  # early fixture release: off, on, or these names
     notes: tuple[str, ...] = ()  # defaults taken and why

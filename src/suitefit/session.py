@@ -290,7 +290,8 @@ class RunSide:
             peak_procs=peaks.peak_procs or None,
             secs_above=peaks.secs_above,
         )
-        h.merge_run_meta(self.run_id, sampler_cpu_s=peaks.cpu_s, samples=peaks.samples, outcomes=outcomes)
+        h.merge_run_meta(self.run_id, sampler_cpu_s=peaks.cpu_s, sampler_rss_mb=peaks.rss_mb,
+                         samples=peaks.samples, outcomes=outcomes)
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         write_summary(terminalreporter, self.history, self.run_id)

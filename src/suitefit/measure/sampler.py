@@ -76,6 +76,7 @@ class RunPeaks:
     secs_above: float = 0.0
     samples: int = 0
     cpu_s: float | None = None  # the sampler process's own CPU time
+    rss_mb: float | None = None  # the sampler process's own peak RSS (it leaves itself out of the tree)
 
 
 class SamplerProcess:
@@ -173,7 +174,8 @@ class SamplerProcess:
 
     def _set_peaks(self, d: dict[str, Any]) -> None:
         self.peaks = RunPeaks(d.get("peak_rss") or 0.0, d.get("peak_pss"), int(d.get("peak_procs") or 0),
-                              float(d.get("secs_above") or 0.0), int(d.get("samples") or 0), d.get("cpu_s"))
+                              float(d.get("secs_above") or 0.0), int(d.get("samples") or 0), d.get("cpu_s"),
+                              d.get("rss_mb"))
 
     @property
     def last(self) -> Sample | None:

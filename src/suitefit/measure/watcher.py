@@ -340,7 +340,8 @@ class Watcher:
         ru = resource.getrusage(resource.RUSAGE_SELF)  # what measuring cost, outside the tests
         return {"summary": True, "peak_rss": self.peak_rss, "peak_pss": self.peak_pss,
                 "peak_procs": self.peak_procs, "secs_above": self.secs_above, "samples": self.count,
-                "proc": self.proc, "cpu_s": round(ru.ru_utime + ru.ru_stime, 3)}
+                "proc": self.proc, "cpu_s": round(ru.ru_utime + ru.ru_stime, 3),
+                "rss_mb": round(ru.ru_maxrss / 1024, 1)}  # its own peak: a runner's limit counts it
 
     def run(self, stdin_fd: int) -> None:
         next_t = timing.monotonic()

@@ -161,7 +161,8 @@ def _plan_one(costs: CostModel, budget: Budget, rules: GroupingRules,
         # With workers, xdist's controller is one more process: it imports the conftest before
         # it starts any worker and holds that memory throughout, so it is counted at one more
         # worker's startup (in series) and baseline.
-        controller_mb = worker.baseline_mb if w >= 2 else 0.0
+        # the sampler process is in the tree a runner's limit counts, whatever the count
+        controller_mb = (worker.baseline_mb if w >= 2 else 0.0) + costs.sampler_mb
         controller_s = costs.startup_by_workers.get(1, worker.startup_s) if w >= 2 else 0.0
         sim = simulate(tmp, startup_s=startup_for(w), baseline_mb=worker.baseline_mb,
                        budget_mb=budget.memory_mb, fixed_mb=controller_mb, slow=slow_for(w), log=True,
@@ -243,7 +244,7 @@ def _plan_one(costs: CostModel, budget: Budget, rules: GroupingRules,
         warnings=sim.warnings,
         fixtures=plan_fixtures,
         baseline_mb=worker.baseline_mb,
-        fixed_mb=worker.baseline_mb if chosen.workers >= 2 else 0.0,
+        fixed_mb=(worker.baseline_mb if chosen.workers >= 2 else 0.0) + costs.sampler_mb,
         slow=slow_for(chosen.workers),
         overhead_s=overhead_for(chosen.workers),
         releasable=tuple(sorted(releasable)),
