@@ -252,3 +252,23 @@ def test_expensive_pss_reads_are_spaced_out(tmp_path: Path, budget: float) -> No
     else:
         assert 1 <= with_pss < len(got) / 2
     assert json.dumps([s.rss_mb for s in got])  # plain numbers, as the stream carries them
+
+
+def test_the_sampler_records_its_own_memory_not_the_process_it_was_started_from(tmp_path: Path) -> None:
+    # Plans count the sampler process in the tree (a runner's limit does). Its own peak must
+    # be its own: Linux carries ru_maxrss over exec from the parent, here holding 150 MiB.
+    import subprocess
+    import sys
+
+    (tmp_path / "conftest.py").write_text("BALLAST = b'x' * (150 << 20)\n")
+    (tmp_path / "test_a.py").write_text("def test_a():\n    pass\n")
+    hist = tmp_path / "h.sqlite"
+    res = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--suitefit",
+                          f"--suitefit-history={hist}", "-n", "0"], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=120)
+    assert res.returncode == 0, res.stdout + res.stderr
+    with History(hist) as h:
+        run = h.runs(limit=1)[0]
+    own = run.meta_dict.get("sampler_rss_mb")
+    assert own is not None and 5 < own < 100, own  # a Python with sqlite: tens of MiB, not the ballast
+    assert run.peak_rss_mb is not None and run.peak_rss_mb > 150  # the ballast is in the measured tree

@@ -341,7 +341,9 @@ class Watcher:
         return {"summary": True, "peak_rss": self.peak_rss, "peak_pss": self.peak_pss,
                 "peak_procs": self.peak_procs, "secs_above": self.secs_above, "samples": self.count,
                 "proc": self.proc, "cpu_s": round(ru.ru_utime + ru.ru_stime, 3),
-                "rss_mb": round(ru.ru_maxrss / 1024, 1)}  # its own peak: a runner's limit counts it
+                # its own peak (a runner's limit counts it): VmHWM, per address space, not
+                # ru_maxrss, which Linux carries over exec from the process it was forked from
+                "rss_mb": round(proctree.hwm_mb() or 0.0, 1)}
 
     def run(self, stdin_fd: int) -> None:
         next_t = timing.monotonic()
