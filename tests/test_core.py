@@ -344,3 +344,19 @@ def test_adapter_decides_what_the_simulation_decides(budget: float | None) -> No
         n = min(ready, key=rank)
         sched.mark_test_complete(n, sched.node2pending[n][0])
     assert {w: tuple(v) for w, v in sched.placement.items()} == {w: v for w, v in sim.placement.items() if v}
+
+
+def test_a_started_unit_that_has_not_grown_yet_is_not_taken_for_room() -> None:
+    # Found in CI: before the controller knew each worker's pid, the live tree came without
+    # per-worker readings; the started hog's predicted 260 MiB was subtracted from a tree that
+    # did not hold it yet, the baselines' excess vanished, and a second hog was admitted.
+    core = Core([Unit("h1", ("t/test_h1.py",), 1.0, 260.0), Unit("h2", ("t/test_h2.py",), 1.0, 260.0)],
+                budget_mb=600, baseline_mb=0.0)
+    for w in ("gw0", "gw1"):
+        core.worker_up(w)
+    core.sample(113.0, {"main": 113.0})  # three processes at ~37 MiB, none measured on its own
+    assert any(isinstance(d, Send) for d in core.want("gw1", 0.0))
+    core.started("gw1", "h1", 0.0)
+    core.sample(113.0, {"main": 113.0})
+    ds = core.want("gw0", 0.0)
+    assert not any(isinstance(d, Send) for d in ds), ds  # 113 + 260 + 260 > 600: h2 waits

@@ -343,8 +343,9 @@ class Core:
         the unit it has started; a unit sent but not started shows nothing yet (so it is
         not mistaken for room). What the controller holds beyond ``fixed_mb`` counts too.
         """
-        if not workers_mb:
-            self._excess = max(0.0, float(tree_mb) - self._visible_total())
+        if not workers_mb:  # no per-worker readings: a started unit may not have grown yet
+            self._excess = max(0.0, float(tree_mb) - self.fixed_mb
+                               - sum(self._resting(w) for w in self._workers.values()))
             return
         excess = 0.0
         known = {n: float(mb) for n, mb in workers_mb.items() if n in self._workers}
@@ -357,7 +358,9 @@ class Core:
             excess += under + max(0.0, float(mb) - self._visible(w) - under)
         # the rest of the tree: the controller, and workers not measured on their own yet
         rest = float(tree_mb) - sum(known.values())
-        rest -= sum(self._visible(w) for n, w in self._workers.items() if n not in known)
+        # workers not measured on their own count at rest: their started units' predicted
+        # memory may not be there yet, and must not be taken for room
+        rest -= sum(self._resting(w) for n, w in self._workers.items() if n not in known)
         self._excess = excess + max(0.0, rest - self.fixed_mb)
 
     def _visible(self, w: _Worker) -> float:
@@ -367,6 +370,9 @@ class Core:
             res.update(w.queue[0].fx)
             own = w.queue[0].own
         return self.baseline_mb + sum(self._fx_mb[f] for f in res) + own
+
+    def _resting(self, w: _Worker) -> float:
+        return self.baseline_mb + sum(self._fx_mb[f] for f in w.base)
 
     def _visible_total(self) -> float:
         return self.fixed_mb + sum(self._visible(w) for w in self._workers.values())
