@@ -189,7 +189,6 @@ class CoreStats:
     """What happened, for the plan's explanations."""
 
     waited: dict[str, float] = field(default_factory=dict)  # unit -> first time it waited
-    over_budget: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
 
 
@@ -214,7 +213,6 @@ class Core:
         self._fx_mb = {f.name: float(f.mb) for f in fixtures}
         self._releasable = frozenset(r for r in releasable if r in self._fx_mb)
         self._slots = [_Slot(u, self._fx_mb, i) for i, u in enumerate(units)]
-        self._by_name = {s.unit.name: s for s in self._slots}
         self._head = 0
         self._pending = len(self._slots)
         self._tree = _MinTree([s.least for s in self._slots])
@@ -259,10 +257,6 @@ class Core:
     def pending_units(self) -> list[Unit]:
         return [s.unit for s in self._slots if not s.taken]
 
-    def queued(self, worker: str) -> list[str]:
-        w = self._workers.get(worker)
-        return [s.unit.name for s in w.queue] if w else []
-
     def waiting(self) -> list[str]:
         """Workers that asked and got ``Wait``: ask them again after any change."""
         return [w.name for w in self._workers.values() if w.waiting]
@@ -301,7 +295,6 @@ class Core:
                            len(self._slots))
                 slot = _Slot(u, self._fx_mb, pos)
                 self._slots.insert(pos, slot)
-                self._by_name[u.name] = slot
                 bisect.insort(self._sorted_least, slot.least)
                 self._pending += 1
             self._reindex()
@@ -313,7 +306,6 @@ class Core:
         """Put ``unit`` first (tests given back: a rerun plugin, a dead worker's queue)."""
         slot = _Slot(unit, self._fx_mb, 0)
         self._slots.insert(self._head, slot)
-        self._by_name[unit.name] = slot
         bisect.insort(self._sorted_least, slot.least)
         for f in slot.fx:
             self._users[f] = self._users.get(f, 0) + 1
@@ -652,10 +644,6 @@ class Core:
             self._backfill = {}
         self._refresh(w)
         if over:
-            self.stats.over_budget.append(slot.unit.name)
             self.stats.warnings.append(f"{slot.unit.name} {reason}")
         out.append(Send(w.name, slot.unit, reason, over))
         return out
-
-    def unit(self, name: str) -> Unit:
-        return self._by_name[name].unit
