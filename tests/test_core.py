@@ -360,3 +360,21 @@ def test_a_started_unit_that_has_not_grown_yet_is_not_taken_for_room() -> None:
     core.sample(113.0, {"main": 113.0})
     ds = core.want("gw0", 0.0)
     assert not any(isinstance(d, Send) for d in ds), ds  # 113 + 260 + 260 > 600: h2 waits
+
+
+def test_the_adapter_admits_against_the_budget_less_the_plans_headroom() -> None:
+    # Two 260 MiB hogs fit a 600 MiB budget together (baselines 0); with 100 MiB of it kept as
+    # headroom they must take turns. The adapter gives the core what the plan admits against.
+    units = [Unit("t/test_h1.py", ("t/test_h1.py",), 1.0, 260.0), Unit("t/test_h2.py", ("t/test_h2.py",), 1.0, 260.0)]
+    collection = [f"{u.files[0]}::t{k}" for u in units for k in range(2)]
+    together = {}
+    for room in (0.0, 100.0):
+        plan = _plan(units, budget=600.0, headroom_mb=room)
+        sched = SuitefitScheduling(None, None, plan, numnodes=2, live=lambda: (0.0, {}))
+        nodes = [FakeNode("gw0"), FakeNode("gw1")]
+        for n in nodes:
+            sched.add_node(n)
+            sched.add_node_collection(n, collection)
+        sched.schedule()
+        together[room] = all(n.sent for n in nodes)  # both hogs sent before either finished
+    assert together == {0.0: True, 100.0: False}

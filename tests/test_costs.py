@@ -202,3 +202,43 @@ def test_what_commands_took_beyond_the_model_is_learned_per_worker_count(tmp_pat
     plan = make_plan(cm, Budget(10_000, 2, workers=2))
     assert plan.predicted_wall_s == pytest.approx(base.predicted_wall_s + 0.8) and plan.overhead_s == pytest.approx(0.8)
     assert any("beyond the model" in r for r in plan.reasons)
+
+
+def test_the_peak_headroom_is_the_largest_under_prediction_measured(tmp_path: Path) -> None:
+    # Planned runs record their predicted peak; the measured tree peak (plus the sampler
+    # process, which the prediction counts and the tree peak leaves out) says how far off it
+    # was. A run killed for memory counts too. The next plan admits units against the budget
+    # less the worst recent under-prediction, never less than 5%.
+    import json
+
+    from suitefit.model import Budget
+    from suitefit.plan import make_plan
+    from suitefit.plan.planner import headroom
+
+    files = {f"tests/test_{i}.py": SynthFile(f"tests/test_{i}.py", 1.0, peak_mb=100.0) for i in range(6)}
+    write_history(tmp_path / "h.sqlite", [SynthRun(_one_worker(files), files)])
+    with History(tmp_path / "h.sqlite") as h:
+        assert build_cost_model(h).peak_errors == ()
+        none_yet = headroom(build_cost_model(h), 1000.0)
+        for predicted, peak, status in ((500.0, 490.0, "passed"), (500.0, 560.0 - 10.0, "crashed")):
+            rid = h.new_run("run", started=2_000_000.0)
+            h.update_run(rid, status=status, plan=json.dumps({"workers": 2, "predicted_peak_mb": predicted}),
+                         finished=2_000_010.0, wall_s=4.0, peak_rss_mb=peak)
+            h.merge_run_meta(rid, sampler_rss_mb=10.0)
+        cm = build_cost_model(h)
+    assert cm.peak_errors == (pytest.approx(0.12), pytest.approx(0.0))  # newest first
+    assert none_yet == (pytest.approx(1000 * 0.05 / 1.05), pytest.approx(none_yet[1]))
+    assert "default until a planned run" in none_yet[1]
+    room, why = headroom(cm, 1000.0)
+    assert room == pytest.approx(1000 * 0.12 / 1.12) and "12% above its prediction" in why
+    floor, why = headroom(replace(cm, peak_errors=(0.01, -0.2)), 1000.0)
+    assert floor == pytest.approx(1000 * 0.05 / 1.05) and "floor" in why
+    assert headroom(replace(cm, headroom=0.0), 1000.0)[0] == 0.0
+    # the plan keeps its predicted peak under the admitted budget and says so
+    budget = 3 * 120.0 + 2 * 100.0  # the controller's and two workers' baselines, two files at once
+    plan = make_plan(replace(cm, headroom=0.0), Budget(budget, 2, workers=2))
+    tight = make_plan(cm, Budget(budget, 2, workers=2))
+    assert tight.headroom_mb == pytest.approx(budget * 0.12 / 1.12) and plan.headroom_mb == 0.0
+    assert tight.admit_mb == pytest.approx(budget - tight.headroom_mb)
+    assert tight.predicted_peak_mb <= tight.admit_mb + 1e-6 < plan.predicted_peak_mb
+    assert any(r.startswith("headroom:") and "12%" in r for r in tight.reasons)

@@ -172,6 +172,10 @@ SCHEMA: tuple[Key, ...] = (
         default_doc="cgroup memory.max (v2) / memory.limit_in_bytes (v1) / RAM, minus memory_margin"),
     Key("memory_margin", FRACTION, 0.10, "run, plan, sweep, doctor",
         "share kept free when the budget comes from the machine"),
+    Key("memory_headroom", FRACTION, None, "run, plan",
+        "share of the budget the plan keeps free for its own error in predicting the peak",
+        default_doc="the largest under-prediction of the peak measured in the last 10 planned runs, "
+                    "at least 5%"),
     Key("workers", POS_INT, None, "run, plan, sweep, doctor",
         "pin the worker count instead of choosing it", default_doc="chosen by the plan"),
     Key("groups", GROUPS, {}, "run, plan",
@@ -308,6 +312,12 @@ class Config:
     @property
     def memory_margin(self) -> float:
         return float(self.get("memory_margin"))
+
+    @property
+    def memory_headroom(self) -> float | None:
+        """The configured headroom (None: measured from the history; see ``plan.headroom``)."""
+        v: float | None = self.get("memory_headroom")
+        return v
 
     @property
     def workers(self) -> int | None:

@@ -98,6 +98,7 @@ def build_cost_model(history: History | None, *, files: Sequence[str] = (),
         startup_by_workers=startups,
         overhead_by_workers=_overhead(history, run_ids) if history is not None and run_ids else {},
         sampler_mb=_sampler_mb(history, run_ids) if history is not None and run_ids else 0.0,
+        peak_errors=_peak_errors(history) if history is not None else (),
         serial_peak_mb=serial_peak,
         runs_used=len(used_runs),
         declared_groups=declared,
@@ -292,6 +293,30 @@ def _sampler_mb(history: History, run_ids: Sequence[int]) -> float:
     return max(vals, default=0.0)
 
 
+PEAK_ERROR_RUNS = 10
+
+
+def _peak_errors(history: History, limit: int = PEAK_ERROR_RUNS) -> tuple[float, ...]:
+    """How far recent planned runs' measured peaks came above their plans' predictions
+    (newest first; > 0: under-predicted). A run killed for memory counts with the peak it
+    reached: it is the strongest evidence there is. The sampler process is in the plan's
+    prediction and in a runner's count, but not in the recorded tree peak: it is added."""
+    import json
+
+    out: list[float] = []
+    for plan_text, peak, meta_text in history.execute(
+            "SELECT plan, peak_rss_mb, meta FROM runs WHERE kind IN ('run', 'shard-run') AND plan IS NOT NULL "
+            "AND status != 'running' AND peak_rss_mb IS NOT NULL ORDER BY id DESC LIMIT ?", [limit]):
+        try:
+            predicted = float(json.loads(plan_text)["predicted_peak_mb"])
+            sampler = float(json.loads(meta_text or "{}").get("sampler_rss_mb") or 0.0)
+        except (ValueError, KeyError, TypeError):
+            continue
+        if predicted > 0:
+            out.append((float(peak) + sampler) / predicted - 1.0)
+    return tuple(out)
+
+
 def _overhead(history: History, run_ids: Sequence[int]) -> dict[int, float]:
     """Worker count -> the median of what recorded `suitefit run` commands took beyond their
     plan's model (the plan's prediction less the overhead it had already added)."""
@@ -432,4 +457,4 @@ def load_costs_or_discover(cfg: Config, history_path: Path | None = None
     if not costs.runs_used:
         discovered = discover_test_files(cfg)
         costs, found = load_cost_model(cfg, history_path, files=discovered)
-    return replace(costs, release=release), found, discovered
+    return replace(costs, release=release, headroom=cfg.memory_headroom), found, discovered

@@ -153,6 +153,9 @@ class CostModel:
     # (suitefit's own start, the sampler, pytest's start before the conftest): measured
     overhead_by_workers: Mapping[int, float] = field(default_factory=dict)
     sampler_mb: float = 0.0  # suitefit's sampler process, measured: a runner's limit counts it too
+    # recent planned runs, newest first: measured peak / predicted peak - 1 (> 0: under-predicted)
+    peak_errors: tuple[float, ...] = ()
+    headroom: float | None = None  # [tool.suitefit] memory_headroom; None: from peak_errors
     declared_groups: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # [tool.suitefit] groups
     release: bool | tuple[str, ...] = False  # early fixture release: off, on, or these names
     notes: tuple[str, ...] = ()  # defaults taken and why
@@ -209,6 +212,12 @@ class Plan:
     releasable: tuple[str, ...] = ()  # fixtures the core may release after their last user
     overhead_s: float = 0.0  # the measured fixed overhead included in predicted_wall_s
     measured: Measured | None = None  # how much of it rests on measurements (None: not said)
+    headroom_mb: float = 0.0  # kept free under the budget for the peak's prediction error
+
+    @property
+    def admit_mb(self) -> float | None:
+        """What the scheduling core admits units against: the budget less the headroom."""
+        return self.budget.memory_mb - self.headroom_mb if self.budget.memory_mb else None
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
@@ -257,6 +266,7 @@ class Plan:
             slow=float(d.get("slow", 1.0)),
             releasable=tuple(d.get("releasable", ())),
             overhead_s=float(d.get("overhead_s", 0.0)),
+            headroom_mb=float(d.get("headroom_mb", 0.0)),
             fixtures=tuple(
                 FixtureCost(
                     name=f["name"],

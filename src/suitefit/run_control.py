@@ -97,7 +97,7 @@ class RunControl:
         for i, item in enumerate(items):
             by_file.setdefault(item.nodeid.split("::", 1)[0], []).append(i)
         plan = self.plan
-        sim = simulate(plan, startup_s=0.0, baseline_mb=plan.baseline_mb, budget_mb=plan.budget.memory_mb,
+        sim = simulate(plan, startup_s=0.0, baseline_mb=plan.baseline_mb, budget_mb=plan.admit_mb,
                        fixed_mb=plan.fixed_mb, slow=1.0, releasable=plan.releasable, names=["main"],
                        collected=list(by_file))
         order: list[int] = []

@@ -55,7 +55,7 @@ class SuitefitScheduling:
         self.journal = journal
         self.on_decision = on_decision or (lambda *a: None)
         self.releases = releases
-        self.core = Core(plan.units, plan.fixtures, budget_mb=plan.budget.memory_mb or None,
+        self.core = Core(plan.units, plan.fixtures, budget_mb=plan.admit_mb,
                          baseline_mb=plan.baseline_mb, fixed_mb=plan.fixed_mb,
                          releasable=plan.releasable if releases is not None else (),
                          slow=plan.slow)
@@ -239,7 +239,7 @@ class SuitefitScheduling:
         if self._shutting_down(node):
             return
         while len(self.node2pending[node]) < 2 and node not in self._shutdown:
-            if self.core.pending and self.plan.budget.memory_mb:
+            if self.core.pending and self.plan.admit_mb:
                 self.core.sample(*self.live())
             holding = len(self.node2pending[node]) == 1
             sent = self._apply(node, self.core.want(node.gateway.id, self._now(), holding=holding))

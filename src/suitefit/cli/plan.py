@@ -40,8 +40,8 @@ def _print_plan(console: Any, plan: Plan, show_all: bool) -> None:
     b = plan.budget
     nothing = plan.measured is not None and plan.measured.nothing
     said = "guessed (nothing measured yet)" if nothing else "predicted"
-    console.print(f"{said}: wall {fmt_s(plan.predicted_wall_s)}, peak {fmt_mb(plan.predicted_peak_mb)} of a {fmt_mb(b.memory_mb)} budget, "
-                  f"{plan.workers} worker(s)", highlight=False, markup=False)
+    console.print(f"{said}: wall {fmt_s(plan.predicted_wall_s)}, peak {fmt_mb(plan.predicted_peak_mb)} of a {fmt_mb(b.memory_mb)} budget "
+                  f"({fmt_mb(plan.headroom_mb)} of it headroom), {plan.workers} worker(s)", highlight=False, markup=False)
     if plan.measured is not None:
         console.print(f"measured: {plan.measured.words()}", highlight=False, markup=False)
     console.print("why (every figure below is from default costs, not measurements):" if nothing else "why:",

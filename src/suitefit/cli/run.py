@@ -123,7 +123,8 @@ def command(history_path: Path | None, memory_budget: str | None, workers: int |
     click.echo(
         f"suitefit: plan: {plan.workers} worker(s), {predicted(plan, 'wall', fmt_s(plan.predicted_wall_s))}, "
         f"peak {fmt_mb(plan.predicted_peak_mb)} of a {fmt_mb(budget.memory_mb)} budget "
-        f"({budget.memory_source}); `suitefit plan` explains each decision", err=True)
+        f"({budget.memory_source}; {fmt_mb(plan.headroom_mb)} of it kept as headroom); "
+        f"`suitefit plan` explains each decision", err=True)
     if not plan.measured.nothing and not plan.measured.complete:
         click.echo(f"suitefit: plan: {plan.measured.words()}", err=True)
     for w in plan.warnings:

@@ -121,8 +121,40 @@ def _hog_reasons(units: tuple[Unit, ...], sim: Simulation, budget: Budget, worke
     return out
 
 
+DEFAULT_HEADROOM = 0.05  # the floor, and all there is until a planned run has been measured
+
+
+def headroom(costs: CostModel, budget_mb: float) -> tuple[float, str]:
+    """MiB to keep free under the budget, and why: the plan's peak is a prediction.
+
+    A run whose tree reaches the budget is killed, so the core admits against the budget
+    less the error its predictions have shown: the largest excess of a measured peak over
+    its plan's prediction in the last planned runs (a run killed for memory included), and
+    never less than 5% (one run's error is a small sample). Configured: used as given.
+    """
+    if costs.headroom is not None:
+        frac, why = costs.headroom, "[tool.suitefit] memory_headroom"
+        return budget_mb * frac, f"{frac:.0%} of it ({why})"
+    worst = max(costs.peak_errors, default=None)
+    if worst is None:
+        frac = DEFAULT_HEADROOM
+        why = f"{frac:.0%} of it: the default until a planned run compares its predicted and measured peak"
+    elif worst <= DEFAULT_HEADROOM:
+        frac = DEFAULT_HEADROOM
+        why = (f"{frac:.0%} of it, the floor: the last {len(costs.peak_errors)} planned run(s) measured "
+               f"at most {worst:+.0%} against their predicted peaks")
+    else:
+        frac = worst
+        why = (f"{frac:.0%} of it: a run among the last {len(costs.peak_errors)} planned ones measured "
+               f"a peak {worst:.0%} above its prediction")
+    # the measured peak may reach predicted * (1 + frac): admit up to budget / (1 + frac)
+    return budget_mb * frac / (1.0 + frac), why
+
+
 def _plan_one(costs: CostModel, budget: Budget, rules: GroupingRules,
               shard: tuple[int, int] | None, pre_reasons: list[str]) -> Plan:
+    room_mb, room_why = headroom(costs, budget.memory_mb)
+    outer, budget = budget, replace(budget, memory_mb=budget.memory_mb - room_mb)
     fcs, notes = _file_costs(costs)
     fixtures = {fx.name: fx for fx in costs.fixtures if fx.scope in PERSISTENT_SCOPES}
     groups = find_groups(costs, fcs, rules)
@@ -190,7 +222,7 @@ def _plan_one(costs: CostModel, budget: Budget, rules: GroupingRules,
         longest = max((fc.wall_s / max(1, min(fc.tests, w)) for fc in fcs.values()), default=0.0)
         return startup_for(w) + max(file_work / w, longest) * slow_for(w)
 
-    chosen, wreasons, _ = choose_workers(evaluate, budget, worker, n_units_max, lower_bound)
+    chosen, wreasons, _ = choose_workers(evaluate, outer, worker, n_units_max, lower_bound)
     sim = chosen.sim
     reasons = list(pre_reasons)
     reasons += list(costs.notes) + notes
@@ -207,15 +239,17 @@ def _plan_one(costs: CostModel, budget: Budget, rules: GroupingRules,
     if not costs.runs_used:
         reasons.append("no history: every file gets a default cost; run `suitefit profile` "
                        "to plan from measurements")
-    reasons.append(f"budget: {fmt_mb(budget.memory_mb)} ({budget.memory_source or 'given'}), "
-                   f"{budget.cpus} CPUs ({budget.cpus_source or 'given'})")
+    reasons.append(f"budget: {fmt_mb(outer.memory_mb)} ({outer.memory_source or 'given'}), "
+                   f"{outer.cpus} CPUs ({outer.cpus_source or 'given'})")
+    reasons.append(f"headroom: {fmt_mb(room_mb)} kept free, {room_why}; units are admitted "
+                   f"against {fmt_mb(budget.memory_mb)}")
     reasons.append(f"each worker: {fmt_s(worker.startup_s)} startup, {fmt_mb(worker.baseline_mb)} "
                    f"baseline" + ("; xdist's controller process counted as one more startup "
                                   "(before the workers start) and baseline" if chosen.workers >= 2 else ""))
     if costs.serial_peak_mb is not None:
         reasons.append(f"a serial run peaked at {fmt_mb(costs.serial_peak_mb)}: the floor of what "
                        f"running at all costs" + (" - above this budget" if
-                                                  costs.serial_peak_mb > budget.memory_mb else ""))
+                                                  costs.serial_peak_mb > outer.memory_mb else ""))
     reasons += wreasons
     for u in chosen.units:
         if u.name.startswith(("fixture:", "group:")):
@@ -235,7 +269,8 @@ def _plan_one(costs: CostModel, budget: Budget, rules: GroupingRules,
     return Plan(
         workers=chosen.workers,
         units=chosen.units,
-        budget=budget,
+        budget=outer,
+        headroom_mb=room_mb,
         predicted_wall_s=sim.wall_s,
         predicted_peak_mb=sim.peak_mb,
         reasons=tuple(reasons),
