@@ -378,3 +378,48 @@ def test_the_adapter_admits_against_the_budget_less_the_plans_headroom() -> None
         sched.schedule()
         together[room] = all(n.sent for n in nodes)  # both hogs sent before either finished
     assert together == {0.0: True, 100.0: False}
+
+
+def test_a_worker_the_runner_ends_itself_gets_nothing_and_the_run_stops() -> None:
+    # xdist shuts a node down on its own (-x, --maxfail, no restart after a death): tests sent
+    # to it would never run. The core decides nothing more for it, drops what is pending,
+    # and a worker that goes down afterwards has nothing to requeue.
+    units = [Unit(f"t/test_{i}.py", (f"t/test_{i}.py",), 1.0, 10.0) for i in range(6)]
+    core = Core(units, budget_mb=None, baseline_mb=0.0)
+    for w in ("gw0", "gw1"):
+        core.worker_up(w)
+    first = [d for w in ("gw0", "gw1") for d in core.want(w, 0.0) if isinstance(d, Send)]
+    assert len(first) == 2
+    assert core.worker_down("gw9") == []  # unknown: nothing
+    core.closing("gw1")
+    assert core.want("gw1", 0.1) == []
+    ds = core.want("gw0", 0.1)
+    assert [type(d).__name__ for d in ds] == ["Shutdown"] and "stopped" in ds[0].reason
+    assert core.pending == 0
+    assert core.worker_down("gw1") == []  # stopping: what it held is not run elsewhere
+
+
+def test_a_dead_workers_units_come_back_unless_the_run_is_stopping() -> None:
+    units = [Unit(f"t/test_{i}.py", (f"t/test_{i}.py",), 1.0, 10.0) for i in range(3)]
+    core = Core(units, budget_mb=None, baseline_mb=0.0)
+    core.worker_up("gw0")
+    sent = [d.unit.name for d in core.want("gw0", 0.0) if isinstance(d, Send)]
+    assert [u.name for u in core.worker_down("gw0")] == sent
+
+
+def test_the_adapter_sends_nothing_to_a_node_xdist_is_shutting_down() -> None:
+    units = [Unit(f"t/test_{i}.py", (f"t/test_{i}.py",), 1.0, 10.0) for i in range(6)]
+    collection = [f"{u.files[0]}::t{k}" for u in units for k in range(2)]
+    sched = SuitefitScheduling(None, None, _plan(units), numnodes=2, live=lambda: (0.0, {}))
+    nodes = [FakeNode("gw0"), FakeNode("gw1")]
+    for n in nodes:
+        sched.add_node(n)
+        sched.add_node_collection(n, collection)
+    sched.schedule()
+    gw0, gw1 = nodes
+    gw1.shutting_down = True  # type: ignore[attr-defined]  # as xdist marks it after -x
+    before = list(gw1.sent)
+    while len(sched.node2pending[gw0]) >= 2:  # gw0 works on; each completion asks the core again
+        sched.mark_test_complete(gw0, sched.node2pending[gw0][0])
+    assert gw1.sent == before, "tests sent to a node xdist is shutting down"
+    assert gw0.down  # the run stopped: gw0 was told to end after what it holds

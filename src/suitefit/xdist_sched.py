@@ -71,6 +71,7 @@ class SuitefitScheduling:
         self._shutdown: set[Any] = set()
         self._scheduled = False
         self.stopping = False  # a worker died and restarts are off: withdraw queued work
+        self._closing: set[str] = set()  # workers xdist is ending on its own (told to the core)
 
     def _now(self) -> float:
         return timing.monotonic() - self._t0
@@ -189,7 +190,7 @@ class SuitefitScheduling:
         self._shutdown.discard(node)
         wid = node.gateway.id
         self._by_id.pop(wid, None)
-        self.core.worker_down(wid)
+        again = {u.name for u in self.core.worker_down(wid)}  # none when the run is stopping
         if self.journal is not None:
             self.journal.done(wid)
         if not pending:
@@ -197,14 +198,10 @@ class SuitefitScheduling:
             return None
         assert self.collection is not None
         crashitem = self.collection[pending[0]]
-        if self.stopping:
-            # Restarts are off: xdist shuts every other worker down right after this returns,
-            # so what the dead worker held is not run (like the work withdrawn from the others).
-            return crashitem
         # What it held goes back first, minus the test it died in (xdist reports that one).
         for a in reversed(units):
             rest = [i for i in a.indices if i in a.left and i != pending[0]]
-            if rest:
+            if rest and a.unit.name in again:
                 u = a.unit
                 name = f"{u.name}:requeued"
                 self._explicit[name] = rest
@@ -236,8 +233,7 @@ class SuitefitScheduling:
         """A node with fewer than two pending tests needs its next unit: the core says which."""
         if not self._scheduled or node in self._shutdown or node not in self.node2pending:
             return
-        if self._shutting_down(node):
-            return
+        self._note_closing()
         while len(self.node2pending[node]) < 2 and node not in self._shutdown:
             if self.core.pending and self.plan.admit_mb:
                 self.core.sample(*self.live())
@@ -257,9 +253,6 @@ class SuitefitScheduling:
             if isinstance(d, Release):
                 self._post_release(target, d)
             elif isinstance(d, Send):
-                if self._shutting_down(target):  # nothing sent to it would run: the run is stopping
-                    self.core.done(wid, d.unit.name, self._now())
-                    continue
                 indices = self._indices(d.unit)
                 self.on_decision("over-budget" if d.over_budget else "send", wid, d.unit.name, d.reason)
                 if not indices:  # nothing of it was collected: done at once
@@ -281,19 +274,20 @@ class SuitefitScheduling:
                 self.on_decision("wait", wid, d.unit, d.reason)
         return sent
 
-    def _shutting_down(self, node: Any) -> bool:
-        """xdist shut ``node`` down itself (restarts off after a death, ``-x``, ``--maxfail``).
+    def _note_closing(self) -> None:
+        """Tell the core of nodes xdist is shutting down itself (restarts off after a death,
+        ``-x``, ``--maxfail``).
 
-        Tests sent to it now would land behind its shutdown marker, never run, and stay
-        pending: xdist then fails ``assert not crashitem`` when the worker finishes. So a
-        node that is shutting down gets nothing, and the run places nothing new.
+        Tests sent to such a node would land behind its shutdown marker, never run, and stay
+        pending: xdist then fails ``assert not crashitem`` when the worker finishes. The core
+        decides nothing for it any more, and stops the run.
         """
-        if getattr(node, "shutting_down", False):
-            if not self.stopping:
+        for n in self.node2pending:
+            if getattr(n, "shutting_down", False) and n not in self._shutdown \
+                    and n.gateway.id not in self._closing:
+                self._closing.add(n.gateway.id)
                 self.stopping = True
-                self.core.stop()
-            return True
-        return False
+                self.core.closing(n.gateway.id)
 
     def _post_release(self, node: Any, d: Release) -> None:
         a = next((a for a in self.node2units[node] if a.unit.name == d.after), None)

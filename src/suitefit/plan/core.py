@@ -124,7 +124,7 @@ class _Slot:
 
 
 class _Worker:
-    __slots__ = ("base", "draining", "holding", "name", "peak", "queue", "wait_reason", "waiting")
+    __slots__ = ("base", "closing", "draining", "holding", "name", "peak", "queue", "wait_reason", "waiting")
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -135,6 +135,7 @@ class _Worker:
         self.wait_reason = ""
         self.holding = False  # its last test waits for a next unit (xdist)
         self.draining = False  # shut down: runs what it holds, takes nothing more
+        self.closing = False  # the runner ends it on its own: nothing is decided for it any more
 
 
 class _MinTree:
@@ -399,12 +400,23 @@ class Core:
             self.started(name, w.queue[0].unit.name, now)
 
     def worker_down(self, name: str) -> list[Unit]:
-        """``name`` is gone (ended or died): its memory goes; returns the units it had not finished."""
+        """``name`` is gone (ended or died): its memory goes. Returns the units it had not
+        finished that must run elsewhere: none once the run is stopping (what it held is
+        dropped like the pending units); the runner puts them back with ``requeue``."""
         w = self._workers.pop(name, None)
         if w is None:
             return []
         self._total -= self.baseline_mb + w.peak
-        return [s.unit for s in w.queue]
+        return [] if self._stopped else [s.unit for s in w.queue]
+
+    def closing(self, name: str) -> None:
+        """The runner is ending ``name`` on its own (xdist: ``-x``, ``--maxfail``, no restart
+        after a death): anything sent to it now would never run. Nothing more is decided for
+        it, and the run stops: the runner ends every worker then."""
+        w = self._workers.get(name)
+        if w is not None:
+            w.closing, w.waiting = True, False
+        self.stop()
 
     def stop(self) -> None:
         """No new work (a worker died and restarts are off): pending units are dropped."""
@@ -425,6 +437,8 @@ class Core:
         """
         self.worker_up(name)
         w = self._workers[name]
+        if w.closing:
+            return []
         w.holding = holding
         if self._pending == 0:
             w.waiting = False
