@@ -189,3 +189,36 @@ def test_plain_pytest_suitefit_names_leftovers_and_they_do_not_hold_its_exit(tmp
                           "--suitefit-grace=1", f"--suitefit-history={tmp_path / 'h.sqlite'}"],
                          cwd=tmp_path, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
     _check_leftovers_named(res, tmp_path / "h.sqlite")
+
+
+def test_a_commands_end_after_its_last_test_is_measured_and_planned(tmp_path: Path) -> None:
+    # A plugin that takes 0.6 s at pytest's end (hypothesis imports itself in its terminal
+    # summary; this conftest sleeps in unconfigure). pytest's process cannot see its own
+    # exit: the profile's CLI measures it, and `suitefit run` records it at exit. The plans
+    # after one profile already include it, at one worker and at two.
+    import json
+    import re
+
+    from suitefit.config import load_config
+    from suitefit.costs import load_cost_model
+    from suitefit.model import Budget
+    from suitefit.plan import make_plan
+
+    make_project(tmp_path, {f"test_{i}.py": "def test_a():\n    pass\n" for i in range(3)})
+    (tmp_path / "tests" / "conftest.py").write_text(
+        "import time\n\ndef pytest_unconfigure(config):\n    time.sleep(0.6)\n")
+    assert suitefit("profile", "--", "-q", cwd=tmp_path).returncode == 0
+    costs, _ = load_cost_model(load_config(tmp_path))
+    assert 0.6 <= costs.overhead_by_workers[1] < 3.0
+    for w in (1, 2):
+        plan = make_plan(costs, Budget(10_000, 2, workers=w))
+        assert plan.overhead_s == costs.overhead_by_workers[1]
+    res = suitefit("run", "--workers", "1", "--", "-q", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    said = float(re.search(r"command ([\d.]+) s", res.stderr).group(1))  # type: ignore[union-attr]
+    with History(tmp_path / ".suitefit" / "history.sqlite") as h:
+        run = h.runs(limit=1)[0]
+        assert run.kind == "run"
+        at_exit = json.loads(h.execute("SELECT meta FROM runs WHERE id = ?", [run.id])[0][0])["command_wall_s"]
+    # the closing line comes at pytest's unconfigure (after the slow plugin's); the record at exit
+    assert said >= 0.6 and said <= at_exit < said + 1.0

@@ -334,7 +334,33 @@ def _overhead(history: History, run_ids: Sequence[int]) -> dict[int, float]:
         except (ValueError, KeyError, TypeError):
             continue
         by_n.setdefault(n, []).append(command - model)
+    if 1 not in by_n:
+        by_n.update(_serial_overhead(history, run_ids))
     return {n: statistics.median(v) for n, v in by_n.items() if len(v) >= 1}
+
+
+def _serial_overhead(history: History, run_ids: Sequence[int]) -> dict[int, list[float]]:
+    """Before any planned run: what a measured serial command (a profile) took beyond its
+    startup and its tests, i.e. its end after the last test (pytest's summary, plugins'
+    unconfigure, the exit). Used at the nearest worker count too: every xdist worker and
+    then the controller end the same way."""
+    import json
+
+    out: list[float] = []
+    for meta_text, startup, first, last in history.execute(
+            f"SELECT r.meta, (SELECT MIN(w.startup_s) FROM workers w WHERE w.run_id = r.id), "
+            f"(SELECT MIN(t.started) FROM tests t WHERE t.run_id = r.id), "
+            f"(SELECT MAX(t.started + t.wall_s) FROM tests t WHERE t.run_id = r.id) "
+            f"FROM runs r WHERE r.id IN ({_q(run_ids)}) AND r.plan IS NULL AND r.workers <= 1 "
+            f"AND r.status IN ('passed', 'failed')"):
+        try:
+            command = float(json.loads(meta_text or "{}")["command_wall_s"])
+        except (ValueError, KeyError, TypeError):
+            continue
+        if startup is None or first is None or last is None:
+            continue
+        out.append(command - float(startup) - (float(last) - float(first)))
+    return {1: out} if out else {}
 
 
 def _doubtful(history: History, run_ids: Sequence[int]) -> dict[tuple[int, str], tuple[float, float]]:

@@ -11,6 +11,7 @@ say anything; the next suitefit command marks its run crashed
 
 from __future__ import annotations
 
+import atexit
 import os
 from pathlib import Path
 from typing import Any, TextIO
@@ -38,6 +39,20 @@ class RunClose:
         # Made at configure time, before any test ran: a one-process run's tests change this
         # process's environment, and a replay must start from what the run started from.
         self.env = dict(os.environ)
+        # The command's wall is what a user waits for: up to this process's exit, after
+        # pytest's own end (its terminal summary, plugins' unconfigure) that the closing
+        # line comes before. The next plans learn what the model leaves out from it.
+        atexit.register(self._record_exit, history.path)
+
+    def _record_exit(self, path: Path) -> None:
+        command_s = self.command_wall_s()
+        if command_s is None:
+            return
+        try:
+            with History(path, create=False) as h:
+                h.merge_run_meta(self.run_id, command_wall_s=round(command_s, 3))
+        except (SuitefitError, OSError):  # the history went away or is locked: the run's lines stand
+            pass
 
     def at_sessionfinish(self, session: Any) -> None:
         """What can still change the exit status: the shard's result file, a dead worker."""
@@ -76,7 +91,7 @@ class RunClose:
         m = p.measured
         command_s = self.command_wall_s()
         command, session = fmt_s(command_s), fmt_s(run.wall_s)
-        if command_s is not None:  # the next plans learn what the model leaves out from this
+        if command_s is not None:  # until the exit replaces it (a run killed at its end keeps this)
             h.merge_run_meta(self.run_id, command_wall_s=round(command_s, 3))
         if m is not None and m.nothing:
             write(f"suitefit: run {self.run_id}: command {command} from `suitefit run` to now, session {session}, "

@@ -98,6 +98,17 @@ def start_measured_run(h: History, kind: str, pytest_args: Sequence[str], **meta
                      meta={**meta, "pid": os.getpid(), "pid_started": create_time()})
 
 
+def record_command_wall(h: History, run_id: int) -> None:
+    """From this command's start to its pytest's exit: what the plan's prediction of a
+    command is compared with (a serial profile's end, after its last test, is measured
+    here, where pytest's own process cannot see it)."""
+    from suitefit.measure.proctree import age_s
+
+    command_s = age_s()
+    if command_s is not None:
+        h.merge_run_meta(run_id, command_wall_s=round(command_s, 3))
+
+
 def finalize_run(h: History, run_id: int, rc: int) -> str:
     """Mark a run whose pytest never reached its own sessionfinish (killed, crashed)."""
     run = h.run(run_id)

@@ -12,6 +12,7 @@ from suitefit.cli._common import (
     finalize_run,
     history_for_a_run,
     history_option,
+    record_command_wall,
     resolve_history,
     run_pytest,
     start_measured_run,
@@ -42,6 +43,7 @@ def command(history_path: Path | None, as_json: bool, workers: str | None, pytes
     # With --json, stdout carries only the JSON: pytest's own output goes to stderr.
     rc = run_pytest(full, stdout=sys.stderr if as_json else None)
     status = finalize_run(h, run_id, rc)
+    record_command_wall(h, run_id)
     if as_json:
         click.echo(json.dumps(run_summary(h, run_id), indent=2))
     problem = explain_exit(rc, status)
