@@ -110,9 +110,9 @@ def command(history_path: Path | None, memory_budget: str | None, workers: int |
         plan = make_plan(costs, budget)
     plan = replace(plan, measured=Measured.of(plan, costs))
     h = History(path)
-    from suitefit.cli.history import crashed_line
-
     for gone in h.settle_abandoned():  # killed outright: say what its journal named, once
+        from suitefit.cli.history import crashed_line  # rich: only when there is something to say
+
         said = crashed_line(gone, h.run(gone).meta_dict.get("crashed_in"))
         if said:
             click.echo(f"suitefit: {said}", err=True)
