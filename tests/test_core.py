@@ -290,8 +290,12 @@ def test_adapter_places_every_test_once_and_units_whole(sc: dict, tests_per_file
     for _ in range(20_000):
         if sched.tests_finished:
             break
+        for n in nodes:  # xdist removes a node that was shut down once it has run what it held
+            if n.down and n in sched.node2pending and not sched.node2pending[n]:
+                sched.remove_node(n)
         # a node runs its first pending test only if it knows the next one, or is shut down
-        ready = [n for n in nodes if len(sched.node2pending[n]) >= 2 or (sched.node2pending[n] and n.down)]
+        ready = [n for n in nodes if n in sched.node2pending and
+                 (len(sched.node2pending[n]) >= 2 or (sched.node2pending[n] and n.down))]
         assert ready, "deadlock: every node holds its last test and none was shut down"
         n = rng.choice(ready)
         i = sched.node2pending[n][0]
@@ -423,3 +427,23 @@ def test_the_adapter_sends_nothing_to_a_node_xdist_is_shutting_down() -> None:
         sched.mark_test_complete(gw0, sched.node2pending[gw0][0])
     assert gw1.sent == before, "tests sent to a node xdist is shutting down"
     assert gw0.down  # the run stopped: gw0 was told to end after what it holds
+
+
+def test_a_worker_ended_to_make_room_frees_its_memory_only_once_it_is_down() -> None:
+    # Told to end, a process still holds its memory until it has ended: the hog waits for
+    # the runner's worker_down (asking again meanwhile neither sends it over the budget nor
+    # ends another worker), then goes.
+    core = Core([Unit("small", ("t/test_s.py",), 1.0, 5.0), Unit("hog", ("t/test_hog.py",), 1.0, 260.0)],
+                budget_mb=650, baseline_mb=150.0, fixed_mb=150.0)
+    for w in ("gw0", "gw1"):
+        core.worker_up(w)
+    assert [d.unit.name for d in core.want("gw0", 0.0) if isinstance(d, Send)] == ["small"]
+    core.started("gw0", "small", 0.0)
+    assert [type(d).__name__ for d in core.want("gw1", 0.0)] == ["Wait"]  # gw0 runs: the hog waits
+    core.done("gw0", "small", 1.0)
+    ds = core.want("gw0", 1.0)
+    assert [type(d).__name__ for d in ds] == ["Shutdown", "Wait"] and ds[0].worker == "gw1", ds
+    assert not any(isinstance(d, (Send, Shutdown)) for d in core.want("gw0", 1.1))
+    core.worker_down("gw1")
+    sent = [d for d in core.want("gw0", 1.2) if isinstance(d, Send)]
+    assert [(d.worker, d.unit.name, d.over_budget) for d in sent] == [("gw0", "hog", False)]

@@ -433,3 +433,35 @@ def _alive(pid: int) -> bool:
         return "zombie" not in Path(f"/proc/{pid}/status").read_text().lower()
     except OSError:
         return False
+
+
+def test_a_worker_ended_to_make_room_is_gone_before_the_unit_it_made_room_for(tmp_path: Path) -> None:
+    # xdist keeps a finished worker's process (and its memory) until the session ends. When
+    # the core ends a worker so that a hog fits beside the rest, that process must be gone
+    # before the hog starts, or the room the plan counted on is not there.
+    hog = """
+        import os, psutil
+        from where import record
+        def test_hog():
+            ctrl = psutil.Process().parent()
+            alive = [p for p in ctrl.children() if p.status() != psutil.STATUS_ZOMBIE
+                     and "exec(eval" in " ".join(p.cmdline())]
+            record("hog::" + str(len(alive)))
+        """
+    write_suite(tmp_path, {"test_hog.py": hog, "test_s.py": plain_file("s", n=3, sleep=0.1)})
+    # predicted: 150 MiB per process; 650 MiB holds the controller, one worker and the hog,
+    # not a second worker too
+    plan = Plan(workers=2, units=(Unit("tests/test_s.py", ("tests/test_s.py",), 0.3, 5.0),
+                                  Unit("tests/test_hog.py", ("tests/test_hog.py",), 0.1, 260.0)),
+                budget=Budget(memory_mb=650, cpus=2), predicted_wall_s=1.0, predicted_peak_mb=0.0,
+                reasons=("hand-written for a test",), baseline_mb=150.0, fixed_mb=150.0)
+    p = tmp_path / "plan.json"
+    p.write_text(json.dumps(plan.to_json()))
+    res, _ = run_planned(tmp_path, p, "-n", "2")
+    assert res.returncode == 0, res.stdout + res.stderr
+    with History(tmp_path / "h.sqlite") as h:
+        run = h.runs(limit=1)[0]
+        shut = [e for e in h.events(run.id, "sched_shutdown") if "room" in e.detail_dict.get("reason", "")]
+    assert shut, "the core did not end a worker to make room"
+    (alive,) = [r["test"].split("::")[1] for r in where(tmp_path) if r["test"].startswith("hog::")]
+    assert alive == "1", f"{alive} worker processes alive while the hog ran"

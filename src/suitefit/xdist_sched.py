@@ -13,6 +13,8 @@ asks the core for its next unit.
 
 from __future__ import annotations
 
+import contextlib
+import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -23,6 +25,7 @@ from suitefit.measure.journal import Journal
 from suitefit.model import Plan, Unit
 from suitefit.plan.core import Core, Decision, Release, Send, Shutdown, Wait, chunk_of
 
+EXIT_WAIT_S = 10.0  # a worker ended early has this long to finish its session's end and exit
 LiveMemory = Callable[[], tuple[float, dict[str, float]]]  # (tree MiB, worker id -> its tree MiB)
 DecisionSink = Callable[[str, str, str, str], None]  # kind, worker, unit, reason
 
@@ -184,6 +187,8 @@ class SuitefitScheduling:
             node.send_steal(pending[2:])  # the worker answers with `unscheduled`
 
     def remove_node(self, node: Any) -> str | None:
+        if node in self._shutdown and self.core.pending:
+            self._end_process(node)
         pending = self.node2pending.pop(node)
         units = self.node2units.pop(node)
         self.node2collection.pop(node, None)
@@ -209,6 +214,28 @@ class SuitefitScheduling:
                                        "requeued after its worker died", u.last_s))
         self._ask_waiting()
         return crashitem
+
+    def _end_process(self, node: Any) -> None:
+        """End the process of a worker the core shut down while work is left, and wait for it.
+
+        xdist keeps a finished worker's process, and the memory it holds (its baseline:
+        the interpreter, the conftest's imports), until the session ends. The core ends a
+        worker early to make room for a unit that does not fit beside it: the room must be
+        there before that unit starts, so the process goes now (xdist's own teardown of a
+        node: it closes its channel and ends its gateway; the group joins it at the end).
+        """
+        from suitefit.measure.proctree import exited
+
+        pid = None
+        with contextlib.suppress(AttributeError, TypeError, ValueError):
+            pid = int(node.gateway._io.popen.pid)
+        try:
+            node.ensure_teardown()
+        except (AttributeError, OSError, ValueError):
+            return
+        deadline = timing.monotonic() + EXIT_WAIT_S
+        while pid is not None and not exited(pid) and timing.monotonic() < deadline:
+            time.sleep(0.005)
 
     # -- asking the core and applying its decisions -------------------------------------
 

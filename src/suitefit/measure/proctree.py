@@ -162,3 +162,12 @@ def create_time(pid: int | None = None) -> float | None:
         return psutil.Process(pid or os.getpid()).create_time()
     except psutil.Error:
         return None
+
+
+def exited(pid: int) -> bool:
+    """``pid`` is gone or a zombie: its memory is back (a zombie holds none)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] in (b"Z", b"X")
+    except (OSError, IndexError):
+        return True

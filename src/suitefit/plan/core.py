@@ -447,16 +447,13 @@ class Core:
         slot, reason, over, target, shut = self._choose(w, now)
         out: list[Decision] = []
         if shut:  # nothing fits until ``target`` ends
+            # its memory goes when the runner says it is down (``worker_down``), not now: a
+            # process that is told to end holds its memory until it has ended
             target.waiting = False
+            target.draining = True
             out = [Shutdown(target.name, reason)]
-            if target.queue:
-                target.draining = True
-            else:
-                self.worker_down(target.name)
             if target is w:
                 return self._emit(now, out)
-            if not target.queue:  # its memory is gone already: ask again
-                return self._emit(now, out) + self.want(name, now, holding=holding)
             reason = f"waits for {target.name} to end"
         elif slot is not None:
             out = self._send(target, slot, reason, over, now)
@@ -524,8 +521,10 @@ class Core:
         return self._floor() + self._pinned_mb(slot.fx) + slot.unit.peak_mb <= self.budget_mb
 
     def _executing(self, exclude: _Worker) -> bool:
-        """Is any other worker running a test (not waiting with a held or no test)?"""
-        return any(o.queue and not o.waiting for o in self._workers.values() if o is not exclude)
+        """Is any other worker running a test (not waiting with a held or no test), or
+        ending (its memory goes once it is down)? Then waiting is not waiting forever."""
+        return any((o.queue and not o.waiting) or o.draining
+                   for o in self._workers.values() if o is not exclude)
 
     def _choose(self, w: _Worker, now: float) -> tuple[_Slot | None, str, bool, _Worker, bool]:
         head = self._head_slot()

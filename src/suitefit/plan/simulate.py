@@ -87,6 +87,7 @@ def simulate(plan: Plan, *, startup_s: float, baseline_mb: float, budget_mb: flo
     releases: list[Release] = []
     sent: dict[str, Unit] = {}
     waiting: list[str] = []
+    downs: list[str] = []  # shut down with nothing to run: down once the asking is answered
     t = startup_s
     peak = core.running_mb  # the simulated tree's peak; admission's bound is predicted_mb
     end_t = t
@@ -136,7 +137,7 @@ def simulate(plan: Plan, *, startup_s: float, baseline_mb: float, budget_mb: flo
                 st.held = False
                 push(now + st.last, "end", w)
             if st.unit is None and st.down:
-                core.worker_down(w)
+                downs.append(w)
         return decided
 
     def ask(w: str, now: float) -> None:
@@ -144,6 +145,11 @@ def simulate(plan: Plan, *, startup_s: float, baseline_mb: float, budget_mb: flo
         if w not in apply(core.want(w, now, holding=ws[w].unit is not None), now) and w not in waiting:
             waiting.append(w)
         peak = max(peak, core.running_mb)
+        while downs:  # a worker told to end with nothing to run is down: its memory is back
+            core.worker_down(downs.pop())
+            for w2 in list(waiting):
+                if w2 in waiting:
+                    ask(w2, now)
 
     for w in names:
         ask(w, t)
