@@ -247,3 +247,25 @@ def test_after_a_crash_a_one_worker_plan_runs_in_a_separate_worker_that_names_th
     assert "INTERNALERROR" not in second.stdout + second.stderr
     never = suitefit("run", "--workers", "1", "--separate-worker", "never", "--", "-q", cwd=tmp_path, env=env)
     assert never.returncode == -9 and "separate xdist worker" not in never.stderr
+
+
+def test_a_peak_near_the_budget_alone_keeps_one_worker_in_pytests_process(tmp_path: Path) -> None:
+    # A controller costs a start-up and a baseline: paid after a crash, not for a peak near
+    # the budget (there its memory brings the kill closer, and the budget case ran 1.37x
+    # slower than serial pytest with it).
+    from dataclasses import replace
+
+    from suitefit.cli.run import choose_separate_worker
+    from suitefit.model import Budget, Plan, WorkerCost
+
+    worker = WorkerCost(startup_s=1.0, baseline_mb=80.0)
+    plan = Plan(workers=1, units=(), budget=Budget(1000.0, 2), predicted_wall_s=1.0, predicted_peak_mb=900.0,
+                reasons=(), headroom_mb=50.0)
+    with History(tmp_path / "h.sqlite") as h:
+        assert choose_separate_worker("auto", plan, worker, h) == (False, "")
+        rid = h.new_run("run", started=1.0)
+        h.update_run(rid, status="crashed")
+        sep, why = choose_separate_worker("auto", replace(plan, predicted_peak_mb=500.0), worker, h)
+        assert sep and f"run {rid} crashed" in why
+        sep, why = choose_separate_worker("auto", plan, worker, h)  # 900 + 80 > 1000 - 50
+        assert not sep and "would not fit" in why
