@@ -447,3 +447,16 @@ def test_a_worker_ended_to_make_room_frees_its_memory_only_once_it_is_down() -> 
     core.worker_down("gw1")
     sent = [d for d in core.want("gw0", 1.2) if isinstance(d, Send)]
     assert [(d.worker, d.unit.name, d.over_budget) for d in sent] == [("gw0", "hog", False)]
+
+
+def test_the_unit_a_worker_was_ended_for_waits_for_its_exit_in_the_prediction() -> None:
+    units = [Unit("t/test_s.py", ("t/test_s.py",), 1.0, 5.0), Unit("t/test_hog.py", ("t/test_hog.py",), 1.0, 260.0)]
+    plan = _plan(units, budget=650.0, baseline_mb=150.0, fixed_mb=150.0)
+    walls = {}
+    for exit_s in (0.0, 2.0):
+        sim = simulate(plan, startup_s=0, baseline_mb=150.0, budget_mb=650.0, fixed_mb=150.0, slow=1.0,
+                       exit_s=exit_s, log=True)
+        assert any(isinstance(x.decision, Shutdown) and "room" in x.decision.reason for x in sim.log)
+        walls[exit_s] = sim.wall_s
+        assert sim.peak_mb <= 650.0
+    assert walls[2.0] == pytest.approx(walls[0.0] + 2.0)

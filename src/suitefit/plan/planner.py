@@ -178,6 +178,10 @@ def _plan_one(costs: CostModel, budget: Budget, rules: GroupingRules,
             return 0.0
         return max(0.0, oh[w] if w in oh else oh[min(oh, key=lambda n: abs(n - w))])
 
+    # a worker ended to make room is gone only after its session's end and its exit: as
+    # long as a measured serial command's end after its last test
+    exit_s = max(0.0, costs.overhead_by_workers.get(1, 0.0))
+
     def startup_for(w: int) -> float:
         return costs.startup_by_workers.get(w, worker.startup_s * slow_for(w))
     releasable = releasable_fixtures(plan_fixtures, rules, costs.release)
@@ -198,6 +202,7 @@ def _plan_one(costs: CostModel, budget: Budget, rules: GroupingRules,
         controller_s = costs.startup_by_workers.get(1, worker.startup_s) if w >= 2 else 0.0
         sim = simulate(tmp, startup_s=startup_for(w), baseline_mb=worker.baseline_mb,
                        budget_mb=budget.memory_mb, fixed_mb=controller_mb, slow=slow_for(w), log=True,
+                       exit_s=exit_s,
                        releasable=releasable, stop_on_warning=best_wall_s is not None,
                        give_up_after_s=None if best_wall_s is None else 1.5 * best_wall_s)
         sim = replace(sim, wall_s=sim.wall_s + controller_s + overhead_for(w))

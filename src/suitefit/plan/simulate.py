@@ -59,14 +59,16 @@ class _W:
 def simulate(plan: Plan, *, startup_s: float, baseline_mb: float, budget_mb: float | None,
              cpus: int | None = None, slow: float | None = None, fixed_mb: float = 0.0,
              releasable: Collection[str] = (), names: list[str] | None = None, log: bool = False,
-             collected: Collection[str] | None = None,
+             collected: Collection[str] | None = None, exit_s: float = 0.0,
              stop_on_warning: bool = False, give_up_after_s: float | None = None) -> Simulation:
     """Run ``plan`` through a fresh ``Core`` with predicted durations.
 
     ``stop_on_warning`` / ``give_up_after_s`` end a simulation early once it cannot
     win (the worker search uses them); the result then says ``complete=False``. With
     ``collected`` (the files a run collected), the plan is first matched to them, as the
-    xdist scheduler does: a one-process run takes its order from this.
+    xdist scheduler does: a one-process run takes its order from this. ``exit_s``: how long
+    a worker ended while work is left takes to be gone (its session's end and its exit),
+    the time a unit it was ended for waits.
     """
     n = max(1, plan.workers)
     names = names or worker_names(n)
@@ -137,8 +139,16 @@ def simulate(plan: Plan, *, startup_s: float, baseline_mb: float, budget_mb: flo
                 st.held = False
                 push(now + st.last, "end", w)
             if st.unit is None and st.down:
-                downs.append(w)
+                gone(w, now)
         return decided
+
+    def gone(w: str, now: float) -> None:
+        """``w`` was told to end and runs nothing: down at once, or after its exit when a
+        unit may be waiting for its memory."""
+        if core.pending and exit_s > 0:
+            push(now + exit_s, "down", w)
+        else:
+            downs.append(w)
 
     def ask(w: str, now: float) -> None:
         nonlocal peak
@@ -159,6 +169,12 @@ def simulate(plan: Plan, *, startup_s: float, baseline_mb: float, budget_mb: flo
                            core, releases, sent, complete=False)
         t, _, kind, w = heapq.heappop(events)
         st = ws[w]
+        if kind == "down":
+            core.worker_down(w)
+            for w2 in list(waiting):
+                if w2 in waiting:
+                    ask(w2, t)
+            continue
         if kind == "ask":
             st.held = True
             ask(w, t)
@@ -177,7 +193,9 @@ def simulate(plan: Plan, *, startup_s: float, baseline_mb: float, budget_mb: flo
             nxt, st.next = st.next, None
             start(w, nxt, t)
         elif st.down:
-            core.worker_down(w)
+            gone(w, t)
+            while downs:
+                core.worker_down(downs.pop())
         for w2 in list(waiting):
             if w2 in waiting:
                 ask(w2, t)
