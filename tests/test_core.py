@@ -101,15 +101,18 @@ def drive(sc: dict) -> tuple[Core, list[tuple[str, Send]], float]:
         steps += 1
         assert steps < 10_000, "no progress"
         movable = [w for w in names if stage[w] in ("body", "released")]
-        if not movable:  # a worker went down since they last asked: they ask again
+        while not movable:  # a worker went down since they last asked: they ask again
+            down_before = sum(s == "down" for s in stage.values())
             for w in names:
                 if stage[w] in ("idle", "held"):
                     ask(w)
             movable = [w for w in names if stage[w] in ("body", "released")]
-            assert movable or all(s == "down" for s in stage.values()), \
-                f"deadlock: {stage} pending {core.pending}"
-            if not movable:
+            if sum(s == "down" for s in stage.values()) == down_before:
                 break
+        assert movable or all(s == "down" for s in stage.values()), \
+            f"deadlock: {stage} pending {core.pending}"
+        if not movable:
+            break
         w = rng.choice(movable)
         if stage[w] == "body":  # reaches its unit's last test: holds it and asks
             stage[w] = "held"
@@ -290,9 +293,13 @@ def test_adapter_places_every_test_once_and_units_whole(sc: dict, tests_per_file
     for _ in range(20_000):
         if sched.tests_finished:
             break
-        for n in nodes:  # xdist removes a node that was shut down once it has run what it held
-            if n.down and n in sched.node2pending and not sched.node2pending[n]:
-                sched.remove_node(n)
+        gone = True
+        while gone:  # xdist removes a node that was shut down once it has run what it held
+            gone = False
+            for n in nodes:
+                if n.down and n in sched.node2pending and not sched.node2pending[n]:
+                    sched.remove_node(n)  # the core may end another one to make room now
+                    gone = True
         # a node runs its first pending test only if it knows the next one, or is shut down
         ready = [n for n in nodes if n in sched.node2pending and
                  (len(sched.node2pending[n]) >= 2 or (sched.node2pending[n] and n.down))]

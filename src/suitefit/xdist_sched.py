@@ -299,6 +299,12 @@ class SuitefitScheduling:
                 self._note_running(target)  # its held test now runs
             elif isinstance(d, Wait):
                 self.on_decision("wait", wid, d.unit, d.reason)
+        for d in decisions:
+            # another worker given a unit of one test holds it: it needs its next answer too
+            other = self._by_id.get(d.worker)
+            if isinstance(d, Send) and other is not None and other is not node \
+                    and len(self.node2pending.get(other, ())) < 2:
+                self._ask(other)
         return sent
 
     def _note_closing(self) -> None:

@@ -589,12 +589,14 @@ class Core:
                                     for o in cands for s in pending), key=lambda c: c[:3])
         if self._fits(o, best)[0]:
             return best, f"fits: tree {fmt_mb(total)} of {fmt_mb(budget)}", False, o, False
-        # a waiting worker whose end would make room for it ends (it runs what it holds)
-        for x in sorted(cands, key=lambda x: -x.peak):
-            if x is not o and len(self._workers) > 1 and \
-                    total - (self.baseline_mb + x.peak) <= budget:
-                return None, (f"{best.unit.name} fits only once {x.name} ends: {x.name} is shut "
-                              f"down to make room"), False, x, True
+        # waiting workers whose end would make room for it end (each runs what it holds),
+        # the largest first: one now, the next once that one is down, if one is not enough
+        ends = sorted((x for x in cands if x is not o), key=lambda x: -x.peak)
+        if ends and total - sum(self.baseline_mb + x.peak for x in ends) <= budget:
+            x = ends[0]
+            more = total - (self.baseline_mb + x.peak) > budget
+            return None, (f"{best.unit.name} fits only once {x.name}" + (" and others" if more else "")
+                          + f" end: {x.name} is shut down to make room"), False, x, True
         return best, (f"runs alone on {o.name}: it takes the tree to {fmt_mb(total)}, over "
                       f"the {fmt_mb(budget)} budget, even with nothing else running"), True, o, False
 
