@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from suitefit.history import History
-from suitefit.model import DEFAULT_RULES
+from suitefit.rules import DEFAULT_RULES
 
 
 @dataclass(frozen=True)
