@@ -75,7 +75,7 @@ def test_a_measured_serial_run_loads_what_it_uses_only(tmp_path: Path) -> None:
     got = _run_pytest(suite, "--suitefit", f"--suitefit-history={tmp_path / 'h.sqlite'}")
     loaded = set(got["modules"])
     for heavy in ("psutil", "suitefit.model", "suitefit.measure.watcher", "suitefit.measure.journal",
-                  "suitefit.plan", "suitefit.costs", "suitefit.run_control"):
+                  "suitefit.plan", "suitefit.costs", "suitefit.run_control", "suitefit.release"):
         assert heavy not in loaded, heavy
     assert "suitefit.session" in loaded and "suitefit.summary" in loaded  # it did measure
     assert got["logreport"] == ["WorkerRecorder"]

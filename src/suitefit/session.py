@@ -308,6 +308,7 @@ def write_summary(tr: Any, h: History, run_id: int, top: int = 5) -> None:
         file_summaries,
         fixture_summaries,
         outcome_words,
+        release_lines,
         run_outcomes,
     )
 
@@ -339,9 +340,7 @@ def write_summary(tr: Any, h: History, run_id: int, top: int = 5) -> None:
                 f" set up by {x.setups} worker(s); used by {len(x.files)} file(s): {', '.join(x.files[:6])}"
                 + (" ..." if len(x.files) > 6 else "")
             )
-    from suitefit.release import summary_lines
-
-    for line in summary_lines(h, run_id):
+    for line in release_lines(h, run_id):
         tr.write_line(line)
     for e in h.events(run_id, "leftover"):
         d = e.detail_dict

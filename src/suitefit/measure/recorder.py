@@ -38,10 +38,13 @@ def autouse_names(item: pytest.Item, info: Any) -> set[str]:
     requested for every test alike). A fixture a test both gets autouse and names as an
     argument is caught by any other test that does not name it.
     """
+    others = [n for n in info.initialnames if n not in info.argnames]
+    if not others:  # only its arguments: nothing autouse (and no markers to walk, per item)
+        return set()
     asked = set(info.argnames)
     for mark in item.iter_markers("usefixtures"):
         asked.update(mark.args)
-    return {n for n in info.initialnames if n not in asked}
+    return {n for n in others if n not in asked}
 
 
 @dataclass
@@ -161,15 +164,20 @@ class WorkerRecorder:
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         pairs: set[tuple[str, str]] = set()
+        done: set[tuple[int, str]] = set()  # (fixture info, file) already read
         for item in session.items:
             info = getattr(item, "_fixtureinfo", None)
             if info is None:
                 continue
             path = file_of(item.nodeid)
-            for name in getattr(item, "fixturenames", ()):
-                defs = info.name2fixturedefs.get(name)
-                if defs and defs[-1].scope in TRACKED_SCOPES:
-                    pairs.add((name, path))
+            # The items of one parametrized function share their fixture info: read it once
+            # per file (a 50,000-test suite is mostly such items).
+            if (id(info), path) not in done:
+                done.add((id(info), path))
+                for name in getattr(item, "fixturenames", ()):
+                    defs = info.name2fixturedefs.get(name)
+                    if defs and defs[-1].scope in TRACKED_SCOPES:
+                        pairs.add((name, path))
             self._autouse.update(autouse_names(item, info))
         self.history.add_fixture_files(self.run_id, sorted(pairs))
 
