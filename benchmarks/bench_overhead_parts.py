@@ -10,13 +10,19 @@ disturbs far less than wall time:
 ``sampler``  the sampler process on its own (started, run and stopped as a session does,
              on an idle tree of 4 processes): CPU ms of a start and stop with no sampling
              to speak of, µs of CPU per sample, and ``python -c pass`` for reference.
+``hooks``    the recorder's per-test hook bodies alone, in a process of their own (real
+             TestReports, stand-in items, a real FIFO and history; no pytest, no pluggy):
+             µs per test, and µs more per file (one-test files).
 ``session``  ``pytest`` against ``pytest --suitefit`` on generated suites of trivial tests,
              a ``-p`` probe plugin in both reading this process's own CPU time (getrusage)
              where the test loop begins and ends and at exit: start (interpreter start to
-             the first test: imports, configure, sampler spawn, history, collection), µs per
-             test (loop, many tests per file), µs per file (a suite of one-test files, less
-             the per-test part), end (last test to exit: sampler stop, queries, summary).
-             The sampler process's CPU is outside these (its own ``sampler`` part).
+             the first test: imports, configure, sampler spawn, history, collection) and
+             end (last test to exit: sampler stop, queries, summary), both on a 10-test
+             suite; µs per test (the loop, 10 files of many tests: hooks, pluggy, and what
+             suitefit's allocations cost the garbage collector); µs per file (one-test files,
+             less the per-test part). The sampler process's CPU is outside these (``sampler``).
+             Per-test figures are differences of ~5 s loops: on a busy machine a pair can be
+             off by ±10 µs; the pairs are printed.
 
 Each figure is the median of ``--reps`` runs (pairs alternate who goes first), after
 one discarded run of each.
@@ -32,8 +38,8 @@ PYTHONPYCACHEPREFIX, so that the discarded runs leave every module's bytecode
 (nothing is written into the source tree). The difference between the two is what
 compiling costs.
 
-    .venv/bin/python benchmarks/bench_overhead_parts.py [--parts imports,sampler,session]
-        [--reps 5] [--tests 20000] [--files 2000] [--json OUT]
+    .venv/bin/python benchmarks/bench_overhead_parts.py [--parts imports,sampler,hooks,session]
+        [--reps 5] [--tests 20000] [--files 2000] [--bytecode as-is|cached] [--json OUT]
 
 To compare two checkouts, put the other one's ``src`` first on PYTHONPATH:
 ``PYTHONPATH=/tmp/base/src .venv/bin/python benchmarks/bench_overhead_parts.py``.
@@ -292,8 +298,10 @@ def _pairs(py: str, suite: Path, tmp: Path, reps: int, probe_dir: Path, tag: str
                   f"end {r['end'] * 1000:.0f} ms", file=sys.stderr)
     out: dict[str, Any] = {}
     for k in ("start", "loop", "end"):
+        deltas = [b[k] - a[k] for a, b in zip(res["plain"], res["suitefit"], strict=True)]
         out[k] = {s: statistics.median(r[k] for r in res[s]) for s in res}
-        out[k]["delta"] = statistics.median(b[k] - a[k] for a, b in zip(res["plain"], res["suitefit"], strict=True))
+        out[k]["delta"] = statistics.median(deltas)
+        out[k]["deltas"] = deltas
     out["sampler_cpu_s"] = statistics.median(r["sampler"] or 0.0 for r in res["suitefit"])
     return out
 
@@ -302,28 +310,98 @@ def part_session(py: str, tmp: Path, reps: int, tests: int, files: int) -> dict[
     probe_dir = tmp / "probe"
     probe_dir.mkdir()
     (probe_dir / "suitefit_probe.py").write_text(PROBE)
+    # start and end on a small suite (the big ones' collection is seconds, and noisy),
+    # with twice the pairs: the runs are short
+    small = make_suite(tmp / "small", 2, 5)
     per_file = max(1, tests // 10)
     many = make_suite(tmp / "many-tests", tests // per_file, per_file)
     n_tests = (tests // per_file) * per_file
     one = make_suite(tmp / "many-files", files, 1)
+    s = _pairs(py, small, tmp, 2 * reps, probe_dir, "small")
     a = _pairs(py, many, tmp, reps, probe_dir, "tests")
     b = _pairs(py, one, tmp, reps, probe_dir, "files")
     per_test = a["loop"]["delta"] / n_tests
     return {
         "tests": n_tests, "files": files,
-        "start_ms": a["start"]["delta"] * 1000,
-        "end_ms": a["end"]["delta"] * 1000,
+        "start_ms": s["start"]["delta"] * 1000,
+        "end_ms": s["end"]["delta"] * 1000,
+        "start_ms_big": a["start"]["delta"] * 1000,  # with collecting ``tests`` items (noisier)
         "per_test_us": per_test * 1e6,
+        "per_test_pairs_us": [d / n_tests * 1e6 for d in a["loop"]["deltas"]],
         "plain_per_test_us": a["loop"]["plain"] / n_tests * 1e6,
         "per_file_us": (b["loop"]["delta"] / files - per_test) * 1e6,
         "sampler_cpu_s": a["sampler_cpu_s"],
-        "raw": {"tests": a, "files": b},
+        "raw": {"small": s, "tests": a, "files": b},
     }
+
+
+# -- the recorder's hooks, in-process -------------------------------------------------------
+
+HOOKS_DRIVER = r'''
+import gc, json, os, sys, tempfile, threading, time
+import pytest
+from suitefit.history import History
+from suitefit.measure.channel import Receiver, Sender
+from suitefit.measure.recorder import WorkerRecorder
+
+n, per_file = int(sys.argv[1]), int(sys.argv[2])
+tmp = tempfile.mkdtemp()
+fifo = os.path.join(tmp, "fifo")
+os.mkfifo(fifo)
+rx = Receiver(os.open(fifo, os.O_RDONLY | os.O_NONBLOCK), fifo)
+got = [0]
+
+def drain():  # the sampler process's part: read what the recorder writes, so that it never blocks
+    while True:
+        got[0] += len(rx.read())
+        time.sleep(0.01)
+
+threading.Thread(target=drain, daemon=True).start()
+h = History(os.path.join(tmp, "h.sqlite"))
+run_id = h.new_run("bench", started=time.time())
+rec = WorkerRecorder(h, run_id, "main", Sender(fifo), reap_grace_s=3.0)
+
+class Item:
+    def __init__(self, nodeid):
+        self.nodeid = nodeid
+
+items = [Item(f"tests/test_f{i // per_file:05d}.py::test_{i}") for i in range(n)]
+reports = [[pytest.TestReport(it.nodeid, ("x", 1, "t"), {}, "passed", None, when, [], 0.001)
+            for when in ("setup", "call", "teardown")] for it in items]
+gc.collect()
+t0 = time.thread_time()
+for i, it in enumerate(items):
+    g = rec.pytest_runtest_protocol(it, items[i + 1] if i + 1 < n else None)
+    next(g)
+    for r in reports[i]:
+        rec.pytest_runtest_logreport(r)
+    try:
+        g.send(None)
+    except StopIteration:
+        pass
+rec.flush()
+t1 = time.thread_time()
+print(json.dumps({"us": (t1 - t0) / n * 1e6}))
+'''
+
+
+def part_hooks(py: str, tmp: Path, reps: int, tests: int, files: int) -> dict[str, Any]:
+    """The recorder's hook bodies alone (protocol wrapper, three reports, flushes; no pluggy),
+    in a process of their own: real TestReports, stand-in items, a real FIFO and history."""
+    def once(n: int, per_file: int) -> float:
+        out = run([py, "-c", HOOKS_DRIVER, str(n), str(per_file)], tmp, _env()).stdout
+        return float(json.loads(out.strip().splitlines()[-1])["us"])
+
+    once(1000, 100)  # discarded
+    per_test = statistics.median(once(tests, 1000) for _ in range(reps))
+    one_file = statistics.median(once(files, 1) for _ in range(reps))
+    return {"per_test_us": per_test, "per_file_us": one_file - per_test, "tests": tests, "files": files}
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="bench_overhead_parts.py", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--parts", default="imports,sampler,session", help="comma-separated: imports,sampler,session")
+    ap.add_argument("--parts", default="imports,sampler,hooks,session",
+                    help="comma-separated: imports,sampler,hooks,session (default: all)")
     ap.add_argument("--reps", type=int, default=5, help="runs (pairs) per figure; medians (default 5)")
     ap.add_argument("--tests", type=int, default=20000, help="trivial tests in the per-test suite (default 20000)")
     ap.add_argument("--files", type=int, default=2000, help="one-test files in the per-file suite (default 2000)")
@@ -335,7 +413,7 @@ def main(argv: list[str] | None = None) -> int:
                          "(see the module's docstring)")
     a = ap.parse_args(argv)
     parts = [p for p in a.parts.split(",") if p]
-    bad = set(parts) - {"imports", "sampler", "session"}
+    bad = set(parts) - {"imports", "sampler", "hooks", "session"}
     if bad or a.reps < 1:
         ap.exit(2, f"bench_overhead_parts.py: error: unknown part(s) {sorted(bad)} or --reps < 1\n")
     out: dict[str, Any] = {"load_before": _load(), "python": a.python, "started": time.time(),
@@ -350,6 +428,8 @@ def main(argv: list[str] | None = None) -> int:
             out["imports"] = part_imports(a.python, tmp, a.reps)
         if "sampler" in parts:
             out["sampler"] = part_sampler(a.python, tmp, a.reps, a.sampler_s)
+        if "hooks" in parts:
+            out["hooks"] = part_hooks(a.python, tmp, a.reps, a.tests, a.files)
         if "session" in parts:
             out["session"] = part_session(a.python, tmp, a.reps, a.tests, a.files)
     out["load_after"] = _load()
@@ -374,10 +454,15 @@ def report(out: dict[str, Any]) -> None:
         print(f"sampler process: start+stop {d['start_stop_ms']:.1f} ms CPU ({d['start_stop_samples']:.0f} samples); "
               f"{d['per_sample_us']:.0f} µs CPU per sample (4 processes, {d['samples_in_long']:.0f} samples in "
               f"{d['long_s']:g} s); `python -c pass`: {d['python_pass_ms']:.1f} ms")
+    if "hooks" in out:
+        d = out["hooks"]
+        print(f"recorder hooks alone (in-process): {d['per_test_us']:.1f} µs per test ({d['tests']} tests), "
+              f"{d['per_file_us']:+.1f} µs more per file ({d['files']} one-test files)")
     if "session" in out:
         d = out["session"]
         print(f"session (this process's CPU, suitefit - plain): start {d['start_ms']:+.1f} ms, "
-              f"{d['per_test_us']:+.1f} µs per test (plain {d['plain_per_test_us']:.0f} µs; {d['tests']} tests), "
+              f"{d['per_test_us']:+.1f} µs per test (plain {d['plain_per_test_us']:.0f} µs; {d['tests']} tests; "
+              f"pairs {' '.join(f'{x:+.0f}' for x in d['per_test_pairs_us'])}), "
               f"{d['per_file_us']:+.1f} µs per file ({d['files']} one-test files), end {d['end_ms']:+.1f} ms; "
               f"sampler process {d['sampler_cpu_s']:.3f} s CPU over the per-test suite")
 

@@ -1,7 +1,8 @@
 """The sampler process: one per measured run, outside every process that runs tests.
 
 Started by the session's first process (``sampler.SamplerProcess``) as
-``python -m suitefit.measure.watcher CONFIG``. Every ``interval`` seconds it reads the
+``python -c "...watcher import main..." CONFIG`` (``python -m suitefit.measure.watcher
+CONFIG`` does the same, a little slower to start). Every ``interval`` seconds it reads the
 run's whole process tree from /proc (summed RSS, PSS when cheap enough, process
 count), splits it into each worker's tree, and attributes each worker's samples to
 the file that worker runs, which the workers announce on a FIFO (``channel.py``).
