@@ -259,9 +259,10 @@ class WorkerRecorder:
         i = _PHASE.get(when)
         if i is not None:
             ph[i] += report.duration
-        ph[_OUTCOME] = outcome_of(ph[_OUTCOME], report)
-        if report.failed and ph[_REASON] is None:
-            ph[_REASON] = short_reason(report)
+        if when == "call" or report.outcome != "passed":  # a passed setup or teardown changes nothing
+            ph[_OUTCOME] = outcome_of(ph[_OUTCOME], report)
+            if report.failed and ph[_REASON] is None:
+                ph[_REASON] = short_reason(report)
         if when == "teardown" and self.after_test is not None:
             self.after_test()
 

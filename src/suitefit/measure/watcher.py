@@ -108,6 +108,7 @@ class Watcher:
         self.receiver = receiver
         self.me = os.getpid()
         self.proc = bool(cfg.get("proc", True)) and proctree.proc_readable()
+        self.tree = proctree.TreeReader()  # keeps the tree's /proc files open between samples
         self.workers: dict[str, _Worker] = {}
         self.files: dict[tuple[str, str], _FileRow] = {}
         self.dirty: set[tuple[str, str]] = set()
@@ -259,8 +260,7 @@ class Watcher:
             return
         t0 = timing.monotonic()
         wall = timing.wall()
-        parents = proctree.tree_parents(self.root, skip=(self.me,))
-        rss = {p: proctree.rss_mb(p) for p in parents}
+        parents, rss = self.tree.read(self.root, skip=(self.me,))
         with_pss = 0 < self.pss_every <= self._since_pss and t0 >= self._next_pss
         pss: float | None = None
         if with_pss:
@@ -385,6 +385,7 @@ class Watcher:
             self.journal.maybe_write(force=True)
         if self.page is not None:
             self.page.close()
+        self.tree.close()
 
 
 def main(argv: list[str]) -> int:
