@@ -29,7 +29,8 @@ import json, os, sys
 def pytest_unconfigure(config):
     hooks = sorted(type(i.plugin).__name__ for i in config.hook.pytest_runtest_logreport.get_hookimpls()
                    if "suitefit" in (getattr(i.plugin, "__module__", "") or ""))
-    with open(os.environ["MODULES_OUT"], "w") as f:
+    out = os.environ["MODULES_OUT"].replace(".json", "-" + os.environ.get("PYTEST_XDIST_WORKER", "main") + ".json")
+    with open(out, "w") as f:
         json.dump({"modules": sorted(sys.modules), "logreport": hooks}, f)
 """
 
@@ -50,12 +51,13 @@ def _suite(tmp_path: Path) -> Path:
     return suite
 
 
-def _run_pytest(suite: Path, *args: str) -> dict[str, list[str]]:
-    out = suite / "modules.json"
+def _run_pytest(suite: Path, *args: str, process: str = "main") -> dict[str, list[str]]:
+    """What ``process`` (``main``, or an xdist worker's id) had loaded at its end."""
     res = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args], cwd=suite,
-                         env=_env(MODULES_OUT=str(out)), capture_output=True, text=True, timeout=300)
+                         env=_env(MODULES_OUT=str(suite / "modules.json")), capture_output=True, text=True,
+                         timeout=300)
     assert res.returncode == 0, res.stdout + res.stderr
-    return dict(json.loads(out.read_text()))
+    return dict(json.loads((suite / f"modules-{process}.json").read_text()))
 
 
 def test_a_plain_pytest_run_loads_only_the_plugin_module(tmp_path: Path) -> None:
@@ -82,6 +84,18 @@ def test_a_measured_serial_run_loads_what_it_uses_only(tmp_path: Path) -> None:
     with History(tmp_path / "h.sqlite") as h:
         run = h.runs(limit=1)[0]
         assert run.passed == 3 and len(h.tests(run.id)) == 3 and run.meta_dict["samples"] >= 1
+
+
+def test_an_xdist_worker_loads_no_sampler_or_psutil(tmp_path: Path) -> None:
+    """Under xdist the controller owns the sampler process; a worker records its tests only."""
+    suite = _suite(tmp_path)
+    got = _run_pytest(suite, "-n", "2", "--suitefit", f"--suitefit-history={tmp_path / 'h.sqlite'}",
+                      process="gw0")
+    loaded = set(got["modules"])
+    for heavy in ("psutil", "suitefit.model", "suitefit.measure.sampler", "suitefit.measure.watcher",
+                  "suitefit.measure.reaper", "suitefit.report.progress", "suitefit.summary", "suitefit.config"):
+        assert heavy not in loaded, heavy
+    assert "suitefit.measure.recorder" in loaded and got["logreport"] == ["WorkerRecorder"]
 
 
 def test_the_sampler_modules_import_lean() -> None:

@@ -20,7 +20,6 @@ from suitefit.errors import SuitefitError
 from suitefit.history import History
 from suitefit.measure.channel import Sender
 from suitefit.measure.recorder import WorkerRecorder
-from suitefit.measure.sampler import SamplerProcess
 from suitefit.units import fmt_mb, fmt_s, parse_size_mb
 
 RUN_KEY = pytest.StashKey["RunSide"]()
@@ -54,6 +53,7 @@ class RunSide:
     def __init__(self, config: pytest.Config, history: History, run_id: int, started: float,
                  threshold_mb: float | None, distributed: bool, grace_s: float) -> None:
         from suitefit.measure.reaper import SessionReaper
+        from suitefit.measure.sampler import SamplerProcess  # here: an xdist worker needs none
         from suitefit.streams import original_stderr
 
         self.config = config

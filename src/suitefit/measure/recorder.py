@@ -351,11 +351,11 @@ class WorkerRecorder:
 
     def reap_leftovers(self, grace_s: float) -> None:
         """Name the processes this worker's tests left running, then end them after ``grace_s``."""
-        from suitefit.measure import reaper
-
-        pids = reaper.leftovers_under(self.pid, exclude=self.exclude_pids)
+        skip = {self.pid, *self.exclude_pids}
+        pids = [p for p in proctree.tree(self.pid) if p not in skip]  # reaper.leftovers_under's
         if not pids:
             return
+        from suitefit.measure import reaper  # (psutil) only when something was left behind
         found = reaper.describe(pids, self.started_by)
         found = [x if x.started_by != "unknown" else
                  reaper.Leftover(x.pid, x.cmdline, x.created, reaper.attribute_by_time(_created(x), self._windows))
