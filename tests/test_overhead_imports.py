@@ -132,3 +132,15 @@ def test_the_sampler_process_started_by_a_session_imports_lean(tmp_path: Path) -
               if line.startswith("import time:") and "|" in line}
     assert "sqlite3" in loaded and "suitefit.historydb" in loaded
     assert not loaded & set(SAMPLER_MUST_NOT_LOAD), sorted(loaded & set(SAMPLER_MUST_NOT_LOAD))
+
+
+def test_plain_row_columns_are_the_records_fields() -> None:
+    """Rows written as tuples (a worker's tests, the sampler's files and samples) in the order
+    of the records the history reads them back as."""
+    from dataclasses import fields
+
+    from suitefit.history import FileRecord, SampleRecord, TestRecord
+    from suitefit.historydb import FILE_COLUMNS, SAMPLE_COLUMNS, TEST_COLUMNS
+
+    for cols, record in ((TEST_COLUMNS, TestRecord), (FILE_COLUMNS, FileRecord), (SAMPLE_COLUMNS, SampleRecord)):
+        assert cols == tuple(f.name for f in fields(record))
