@@ -14,6 +14,7 @@ import pytest
 
 from suitefit.measure import proctree
 from suitefit.measure.sampler import take
+from suitefit.measure.treereader import TreeReader
 
 HOLD = "b = bytearray({mb} * 2**20); b[::4096] = b'x' * len(b[::4096])"
 
@@ -150,7 +151,10 @@ THREADED_CHILD = textwrap.dedent("""
     import subprocess, sys, threading
     kids = []
     def start():
-        kids.append(subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE))
+        k = subprocess.Popen([sys.executable, "-c", "import sys; print('ok', flush=True); sys.stdin.read()"],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        k.stdout.readline()  # started: its RSS is an interpreter's
+        kids.append(k)
     ts = [threading.Thread(target=start) for _ in range(2)]
     for t in ts: t.start()
     for t in ts: t.join()
@@ -171,7 +175,7 @@ def test_tree_reader_reads_what_tree_parents_and_rss_read(tree: Tree) -> None:
                                 stdout=subprocess.PIPE, text=True)
     assert threaded.stdout is not None
     thread_kids = [int(x) for x in threaded.stdout.readline().split()]
-    reader = proctree.TreeReader()
+    reader = TreeReader()
     try:
         def agree() -> dict[int, int]:
             parents, rss = reader.read(tree.child, skip=())

@@ -28,6 +28,7 @@ import sys
 from suitefit import timing
 from suitefit.measure import page, proctree
 from suitefit.measure.channel import Receiver
+from suitefit.measure.treereader import TreeReader
 
 # Started for every measured run: what it imports is its start-up cost, CPU time every
 # measured run pays. The standard library's light modules, sqlite3 and json; no
@@ -108,7 +109,7 @@ class Watcher:
         self.receiver = receiver
         self.me = os.getpid()
         self.proc = bool(cfg.get("proc", True)) and proctree.proc_readable()
-        self.tree = proctree.TreeReader()  # keeps the tree's /proc files open between samples
+        self.tree = TreeReader()  # keeps the tree's /proc files open between samples
         self.workers: dict[str, _Worker] = {}
         self.files: dict[tuple[str, str], _FileRow] = {}
         self.dirty: set[tuple[str, str]] = set()
