@@ -39,7 +39,10 @@ PYTHONPYCACHEPREFIX, so that the discarded runs leave every module's bytecode
 compiling costs.
 
     .venv/bin/python benchmarks/bench_overhead_parts.py [--parts imports,sampler,hooks,session]
-        [--reps 5] [--tests 20000] [--files 2000] [--bytecode as-is|cached] [--json OUT]
+        [--reps 5] [--tests 20000] [--files 2000] [--bytecode as-is|cached] [--suite DIR] [--json OUT]
+
+``--suite DIR`` adds the ``session`` probe on a real suite (``--parts ''`` for that alone):
+start, test loop and end of pytest's process, and the sampler process's CPU.
 
 To compare two checkouts, put the other one's ``src`` first on PYTHONPATH:
 ``PYTHONPATH=/tmp/base/src .venv/bin/python benchmarks/bench_overhead_parts.py``.
@@ -398,6 +401,23 @@ def part_hooks(py: str, tmp: Path, reps: int, tests: int, files: int) -> dict[st
     return {"per_test_us": per_test, "per_file_us": one_file - per_test, "tests": tests, "files": files}
 
 
+def part_suite(py: str, tmp: Path, reps: int, suite: Path) -> dict[str, Any]:
+    """The session part's probe on a real suite: this process's start, loop and end, and the
+    sampler process's CPU (``runs.meta.sampler_cpu_s``)."""
+    import shutil
+
+    probe_dir = tmp / "probe-suite"
+    probe_dir.mkdir()
+    (probe_dir / "suitefit_probe.py").write_text(PROBE)
+    copy = tmp / "suite-copy"
+    shutil.copytree(suite, copy, ignore=shutil.ignore_patterns("__pycache__", ".suitefit", ".pytest_cache"))
+    r = _pairs(py, copy, tmp, reps, probe_dir, "suite")
+    return {"suite": str(suite), "start_ms": r["start"]["delta"] * 1000, "loop_ms": r["loop"]["delta"] * 1000,
+            "loop_pairs_ms": [d * 1000 for d in r["loop"]["deltas"]], "end_ms": r["end"]["delta"] * 1000,
+            "plain_cpu_s": r["start"]["plain"] + r["loop"]["plain"] + r["end"]["plain"],
+            "sampler_cpu_s": r["sampler_cpu_s"], "raw": r}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="bench_overhead_parts.py", description=__doc__.split("\n\n")[0])
     ap.add_argument("--parts", default="imports,sampler,hooks,session",
@@ -407,6 +427,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--files", type=int, default=2000, help="one-test files in the per-file suite (default 2000)")
     ap.add_argument("--sampler-s", type=float, default=5.0, help="seconds of sampling for µs/sample (default 5)")
     ap.add_argument("--python", default=sys.executable, help="interpreter with suitefit installed")
+    ap.add_argument("--suite", type=Path, default=None,
+                    help="also split a real suite's overhead the same way (a copy of it; e.g. examples/heavy-suite)")
     ap.add_argument("--json", type=Path, default=None, help="also write the figures here")
     ap.add_argument("--bytecode", choices=("as-is", "cached"), default="as-is",
                     help="as-is: the environment as given; cached: every module's bytecode cached "
@@ -432,6 +454,8 @@ def main(argv: list[str] | None = None) -> int:
             out["hooks"] = part_hooks(a.python, tmp, a.reps, a.tests, a.files)
         if "session" in parts:
             out["session"] = part_session(a.python, tmp, a.reps, a.tests, a.files)
+        if a.suite is not None:
+            out["suite"] = part_suite(a.python, tmp, a.reps, a.suite)
     out["load_after"] = _load()
     report(out)
     if a.json:
@@ -465,6 +489,14 @@ def report(out: dict[str, Any]) -> None:
               f"pairs {' '.join(f'{x:+.0f}' for x in d['per_test_pairs_us'])}), "
               f"{d['per_file_us']:+.1f} µs per file ({d['files']} one-test files), end {d['end_ms']:+.1f} ms; "
               f"sampler process {d['sampler_cpu_s']:.3f} s CPU over the per-test suite")
+
+
+    if "suite" in out:
+        d = out["suite"]
+        print(f"suite {d['suite']} (this process's CPU, suitefit - plain; plain's own {d['plain_cpu_s']:.2f} s): "
+              f"start {d['start_ms']:+.0f} ms, test loop {d['loop_ms']:+.0f} ms "
+              f"(pairs {' '.join(f'{x:+.0f}' for x in d['loop_pairs_ms'])}), end {d['end_ms']:+.0f} ms; "
+              f"sampler process {d['sampler_cpu_s'] * 1000:.0f} ms")
 
 
 def _load() -> str:
