@@ -8,12 +8,16 @@ whole tree, from rusage) the same way, since on a shared machine it is less
 noisy than wall time. Target: median wall ratio <= 1.03.
 
     .venv/bin/python benchmarks/bench_overhead.py [--suite DIR] [--pairs 7] [-n N] [--json OUT]
-        [--run] [--target 1.03] [--warmups 1]
+        [--run] [--target 1.03] [--warmups 1] [--bytecode as-is|cached]
 
 ``--run`` measures ``suitefit run --workers N`` (its CLI, plan, scheduler and journal
 included) against plain ``pytest -n N`` instead of ``pytest --suitefit`` against plain
-pytest. ``--warmups 0`` replaces the warm-up runs by one ``--collect-only`` (bytecode):
-for suites where a run takes minutes. Exits 1 if a target (wall and CPU median ratio
+pytest. ``--warmups 0`` replaces the warm-up runs by one ``--collect-only`` of each side
+(bytecode): for suites where a run takes minutes. ``--bytecode cached`` runs both sides
+without PYTHONDONTWRITEBYTECODE and with a fresh PYTHONPYCACHEPREFIX, so that the
+warm-ups leave every module's bytecode cached (see ``bench_overhead_parts.py``: with
+that variable set, each run otherwise compiles suitefit's modules from source, in pytest's
+process and in the sampler process). Exits 1 if a target (wall and CPU median ratio
 <= ``--target``) is missed, 2 on bad input.
 """
 
@@ -21,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import resource
 import shutil
@@ -43,11 +48,14 @@ class Timed:
     cpu_s: float
 
 
+ENV: dict[str, str] | None = None  # --bytecode cached: the runs' environment
+
+
 def timed_run(cmd: list[str], cwd: Path) -> Timed:
     """Wall and CPU time (the tree's, through RUSAGE_CHILDREN) of one run; aborts if it fails."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    p = subprocess.run(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    p = subprocess.run(cmd, cwd=cwd, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if p.returncode != 0:
@@ -83,6 +91,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--run", action="store_true", help="measure `suitefit run --workers N` against `pytest -n N`")
     ap.add_argument("--target", type=float, default=TARGET, help=f"largest median ratio that passes (default {TARGET})")
     ap.add_argument("--warmups", type=int, default=1, help="discarded runs of each side first (default 1)")
+    ap.add_argument("--bytecode", choices=("as-is", "cached"), default="as-is",
+                    help="as-is: the environment as given (default); cached: bytecode cached by the warm-ups")
     a = ap.parse_args(argv)
     if not a.suite.is_dir():
         ap.exit(2, f"bench_overhead.py: error: no suite directory {a.suite}\n")
@@ -97,7 +107,11 @@ def main(argv: list[str] | None = None) -> int:
         if manifest.is_file():  # the order-dependent consumer fails on the wrong worker: leave it out
             files = json.loads(manifest.read_text())["files"]
             plain += [f"--deselect={p}" for p, f in files.items() if f["kind"] == "consumer"]
+    global ENV
     with tempfile.TemporaryDirectory(prefix="suitefit-ovh-") as tmp:
+        if a.bytecode == "cached":
+            ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+            ENV["PYTHONPYCACHEPREFIX"] = str(Path(tmp) / "pycache")
         suite = Path(tmp) / "suite"
         shutil.copytree(a.suite, suite, ignore=shutil.ignore_patterns("__pycache__", ".suitefit", ".pytest_cache"))
         # one history for every measured run, as a user's grows; --opt=PATH keeps pytest's rootdir put
@@ -116,6 +130,8 @@ def main(argv: list[str] | None = None) -> int:
                 timed_run(cmd, suite)
         if a.warmups == 0:
             timed_run([*plain, "--collect-only"], suite)
+            if a.bytecode == "cached":  # the measured side's modules too
+                timed_run([*plain, "--collect-only", "--suitefit", f"--suitefit-history={hist}"], suite)
         runs: dict[str, list[Timed]] = {"plain": [], "suitefit": []}
         for i in range(a.pairs):
             order = ["plain", "suitefit"] if i % 2 == 0 else ["suitefit", "plain"]
@@ -127,6 +143,8 @@ def main(argv: list[str] | None = None) -> int:
     wall_ratios = [b.wall_s / p.wall_s for p, b in zip(runs["plain"], runs["suitefit"], strict=True)]
     cpu_ratios = [b.cpu_s / p.cpu_s for p, b in zip(runs["plain"], runs["suitefit"], strict=True)]
     out: dict[str, Any] = {"suite": str(a.suite), "pairs": a.pairs, "workers": a.workers, "extra": a.extra,
+                           "bytecode": a.bytecode,
+                           "dont_write_bytecode": bool(os.environ.get("PYTHONDONTWRITEBYTECODE")),
                            "target": a.target, "run": a.run, "commands": {k: " ".join(v) for k, v in sides.items()},
                            "load_after": load()}
     for what, ratios, attr in (("wall", wall_ratios, "wall_s"), ("cpu", cpu_ratios, "cpu_s")):
@@ -137,7 +155,8 @@ def main(argv: list[str] | None = None) -> int:
             "ratio_median": statistics.median(ratios), "ci95": [lo, hi], "ratios": ratios,
         }
     print(f"suite {a.suite}, {'serial' if a.workers == '0' else f'-n {a.workers}'}, {a.pairs} interleaved pairs"
-          + (f", suitefit side: {a.extra}" if a.extra else ""))
+          + (f", suitefit side: {a.extra}" if a.extra else "") + f", bytecode {a.bytecode}"
+          + (" (PYTHONDONTWRITEBYTECODE set)" if out["dont_write_bytecode"] and a.bytecode == "as-is" else ""))
     print(f"{'':6}{'plain':>10}{'suitefit':>10}{'ratio':>8}   95% CI (bootstrap)   per-pair ratios")
     for what in ("wall", "cpu"):
         d = out[what]

@@ -14,6 +14,7 @@ import pytest
 
 from suitefit.measure import proctree
 from suitefit.measure.sampler import take
+from suitefit.measure.treereader import TreeReader
 
 HOLD = "b = bytearray({mb} * 2**20); b[::4096] = b'x' * len(b[::4096])"
 
@@ -142,3 +143,84 @@ def test_age_of_a_process_to_the_tenth_of_a_second() -> None:
         p.kill()
         p.wait()
     assert proctree.age_s(p.pid) is None and not proctree.is_running(p.pid, None)
+
+
+# A child with three threads, two of them each starting a process of their own: /proc lists
+# a process's children per thread, so a reader of the main thread alone would miss them.
+THREADED_CHILD = textwrap.dedent("""
+    import subprocess, sys, threading
+    kids = []
+    def start():
+        k = subprocess.Popen([sys.executable, "-c", "import sys; print('ok', flush=True); sys.stdin.read()"],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        k.stdout.readline()  # started: its RSS is an interpreter's
+        kids.append(k)
+    ts = [threading.Thread(target=start) for _ in range(2)]
+    for t in ts: t.start()
+    for t in ts: t.join()
+    hold = [threading.Thread(target=sys.stdin.read, daemon=True) for _ in range(2)]
+    for t in hold: t.start()
+    print(*[k.pid for k in kids], flush=True)
+    sys.stdin.read()
+    for k in kids:
+        k.stdin.close(); k.wait()
+""")
+
+
+def test_tree_reader_reads_what_tree_parents_and_rss_read(tree: Tree) -> None:
+    """The sampler's reader (files kept open between reads) against the one-off readers, on a
+    tree with a grandchild and a multi-threaded child whose threads started processes; again
+    after one process ends (its files are closed) and a new one starts."""
+    threaded = subprocess.Popen([sys.executable, "-c", THREADED_CHILD], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, text=True)
+    assert threaded.stdout is not None
+    thread_kids = [int(x) for x in threaded.stdout.readline().split()]
+    reader = TreeReader()
+    try:
+        def agree() -> dict[int, int]:
+            parents, rss = reader.read(tree.child, skip=())
+            mine = proctree.tree_parents(tree.child)
+            assert parents == mine
+            for p in mine:
+                assert rss[p] == pytest.approx(proctree.rss_mb(p), abs=1.0)
+            return parents
+
+        assert agree() == {tree.child: 0, tree.grandchild: tree.child}
+        assert agree() == {tree.child: 0, tree.grandchild: tree.child}  # from the kept files
+        parents, rss = reader.read(os.getpid(), skip=(tree.child,))
+        assert tree.child not in parents and tree.grandchild not in parents
+        assert parents[threaded.pid] == os.getpid() and all(parents[k] == threaded.pid for k in thread_kids)
+        assert parents == proctree.tree_parents(os.getpid(), skip=(tree.child,))
+        assert rss[threaded.pid] > 5 and all(rss[k] > 5 for k in thread_kids)
+        threaded.stdin.close()  # type: ignore[union-attr]
+        threaded.wait(timeout=30)
+        parents, rss = reader.read(os.getpid(), skip=(tree.child,))
+        assert threaded.pid not in parents and not set(thread_kids) & set(parents)
+        assert threaded.pid not in reader._open  # its files closed
+        again = subprocess.Popen([sys.executable, "-c", "import sys; print('ok', flush=True); sys.stdin.read()"],
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        try:
+            again.stdout.readline()  # type: ignore[union-attr]
+            parents, rss = reader.read(os.getpid(), skip=(tree.child,))
+            assert parents[again.pid] == os.getpid() and rss[again.pid] > 0
+        finally:
+            again.stdin.close()  # type: ignore[union-attr]
+            again.wait()
+        gone = subprocess.Popen(["true"])
+        gone.wait()
+        assert reader.read(gone.pid) == ({gone.pid: 0}, {gone.pid: 0.0})
+    finally:
+        reader.close()
+        if threaded.poll() is None:
+            threaded.kill()
+            threaded.wait()
+    assert reader._open == {}
+
+
+def test_create_time_is_psutils(tree: Tree) -> None:
+    """Read from /proc without psutil, the same number psutil gives (runs compare the two)."""
+    import psutil
+
+    for pid in (os.getpid(), tree.child, tree.grandchild, 1):
+        assert proctree.create_time(pid) == psutil.Process(pid).create_time()
+    assert proctree.create_time(2**22 + 12345) is None

@@ -2,134 +2,25 @@
 
 Every process of a run (the controller, each xdist worker and the run's sampler
 process) opens its own connection and writes its own rows; primary keys make a repeated write replace,
-never duplicate. Schema changes bump ``SCHEMA_VERSION`` and add a migration.
+never duplicate. The schema, the connection and the writes of plain rows are in
+``historydb.py`` (the sampler process needs only those); here are the typed records
+and everything that reads.
 """
 
 from __future__ import annotations
 
 import json
-import re
 import sqlite3
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, fields
+from operator import attrgetter
 from pathlib import Path
 from typing import Any, TypeVar
 
 from suitefit.errors import SuitefitError
-
-SCHEMA_VERSION = 1
-BUSY_TIMEOUT_S = 10.0
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS runs (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    kind TEXT NOT NULL,
-    status TEXT NOT NULL,
-    exit_code INTEGER,
-    started REAL NOT NULL,
-    finished REAL,
-    wall_s REAL,
-    cpu_s REAL,
-    argv TEXT NOT NULL DEFAULT '[]',
-    cwd TEXT NOT NULL DEFAULT '',
-    rootdir TEXT NOT NULL DEFAULT '',
-    workers INTEGER NOT NULL DEFAULT 0,
-    collected INTEGER,
-    passed INTEGER, failed INTEGER, skipped INTEGER, errors INTEGER,
-    peak_rss_mb REAL, peak_pss_mb REAL, peak_procs INTEGER,
-    threshold_mb REAL, secs_above REAL, budget_mb REAL,
-    python TEXT, pytest_version TEXT, xdist_version TEXT, host TEXT,
-    plan TEXT, meta TEXT NOT NULL DEFAULT '{}'
-);
-CREATE TABLE IF NOT EXISTS workers (
-    run_id INTEGER NOT NULL REFERENCES runs(id),
-    worker TEXT NOT NULL,
-    pid INTEGER,
-    started REAL, first_test REAL,
-    startup_s REAL, baseline_mb REAL, peak_rss_mb REAL,
-    tests INTEGER NOT NULL DEFAULT 0,
-    status TEXT NOT NULL DEFAULT 'ok',
-    detail TEXT,
-    PRIMARY KEY (run_id, worker)
-);
-CREATE TABLE IF NOT EXISTS tests (
-    run_id INTEGER NOT NULL REFERENCES runs(id),
-    nodeid TEXT NOT NULL,
-    file TEXT NOT NULL,
-    worker TEXT NOT NULL,
-    seq INTEGER NOT NULL,
-    started REAL NOT NULL,
-    setup_s REAL NOT NULL DEFAULT 0, call_s REAL NOT NULL DEFAULT 0, teardown_s REAL NOT NULL DEFAULT 0,
-    wall_s REAL NOT NULL, cpu_s REAL NOT NULL,
-    outcome TEXT NOT NULL,
-    PRIMARY KEY (run_id, nodeid)
-);
-CREATE INDEX IF NOT EXISTS tests_by_file ON tests(run_id, file);
-CREATE TABLE IF NOT EXISTS files (
-    run_id INTEGER NOT NULL REFERENCES runs(id),
-    path TEXT NOT NULL,
-    worker TEXT NOT NULL,
-    started REAL NOT NULL, finished REAL NOT NULL,
-    wall_s REAL NOT NULL, cpu_s REAL NOT NULL,
-    tests INTEGER NOT NULL,
-    baseline_mb REAL NOT NULL, peak_mb REAL NOT NULL, peak_abs_mb REAL NOT NULL,
-    PRIMARY KEY (run_id, path, worker)
-);
-CREATE TABLE IF NOT EXISTS fixtures (
-    run_id INTEGER NOT NULL REFERENCES runs(id),
-    worker TEXT NOT NULL,
-    name TEXT NOT NULL,
-    scope TEXT NOT NULL,
-    baseid TEXT NOT NULL DEFAULT '',
-    setup_s REAL NOT NULL, teardown_s REAL,
-    procs INTEGER NOT NULL DEFAULT 0, mb REAL NOT NULL DEFAULT 0,
-    PRIMARY KEY (run_id, worker, name, baseid)
-);
-CREATE TABLE IF NOT EXISTS fixture_files (
-    run_id INTEGER NOT NULL REFERENCES runs(id),
-    name TEXT NOT NULL,
-    file TEXT NOT NULL,
-    PRIMARY KEY (run_id, name, file)
-);
-CREATE TABLE IF NOT EXISTS samples (
-    run_id INTEGER NOT NULL REFERENCES runs(id),
-    t REAL NOT NULL,
-    rss_mb REAL NOT NULL, pss_mb REAL, procs INTEGER NOT NULL,
-    PRIMARY KEY (run_id, t)
-);
-CREATE TABLE IF NOT EXISTS events (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    run_id INTEGER NOT NULL REFERENCES runs(id),
-    t REAL NOT NULL,
-    kind TEXT NOT NULL,
-    worker TEXT,
-    nodeid TEXT,
-    detail TEXT NOT NULL DEFAULT '{}'
-);
-CREATE INDEX IF NOT EXISTS events_by_run ON events(run_id, kind);
-CREATE TABLE IF NOT EXISTS order_constraints (
-    test TEXT NOT NULL,
-    culprit TEXT NOT NULL,
-    kind TEXT NOT NULL,
-    first_file TEXT NOT NULL,
-    second_file TEXT NOT NULL,
-    evidence TEXT NOT NULL,
-    source TEXT NOT NULL,
-    run_id INTEGER,
-    rootdir TEXT NOT NULL DEFAULT '',
-    found REAL NOT NULL,
-    PRIMARY KEY (test, culprit)
-);
-"""
-_TABLES = frozenset(m.group(1) for m in re.finditer(r"CREATE TABLE IF NOT EXISTS (\w+)", _SCHEMA))
-
-# Columns added to a table after it first shipped: (table, column, declaration).
-# Append here (never edit a shipped line); ``_migrate`` adds what a history lacks.
-_ADDED_COLUMNS: tuple[tuple[str, str, str], ...] = (
-    ("fixtures", "autouse", "INTEGER NOT NULL DEFAULT 0"),
-    ("tests", "reason", "TEXT"),  # a failed test's short reason (its crash line), else NULL
-)
+from suitefit.historydb import FILE_COLUMNS, SAMPLE_COLUMNS, TEST_COLUMNS, HistoryDB
+from suitefit.historydb import SCHEMA_VERSION as SCHEMA_VERSION  # re-exported
+from suitefit.historydb import HistoryCorrupt as HistoryCorrupt  # re-exported
 
 
 @dataclass
@@ -282,8 +173,16 @@ def _cols(cls: type) -> list[str]:
     return [f.name for f in fields(cls)]
 
 
-class HistoryCorrupt(SuitefitError):
-    """The history file is not a readable SQLite database (truncated, overwritten, half-restored)."""
+_GETTERS: dict[tuple[str, ...], Callable[[Any], tuple[Any, ...]]] = {}
+
+
+def _as_row(record: Any, cols: Sequence[str]) -> tuple[Any, ...]:
+    """A record's values in ``cols``' order (one C-level attrgetter per column list)."""
+    key = tuple(cols)
+    get = _GETTERS.get(key)
+    if get is None:
+        get = _GETTERS[key] = attrgetter(*key) if len(key) > 1 else (lambda r: (getattr(r, key[0]),))
+    return get(record)
 
 
 def set_aside(path: Path, now: float) -> Path:
@@ -311,88 +210,16 @@ def set_aside(path: Path, now: float) -> Path:
     return target
 
 
-class History:
-    """A connection to one history file. Cheap to open; open one per process."""
+class History(HistoryDB):
+    """A connection to one history file. Cheap to open; open one per process.
+
+    The plumbing and the writes of plain rows are ``HistoryDB``'s (the sampler process
+    uses that alone); here: typed records, runs, and the reads.
+    """
 
     def __init__(self, path: Path | str, *, create: bool = True) -> None:
         self.path = Path(path)
-        if not create and not self.path.exists():
-            raise SuitefitError(f"no history at {self.path}: run `suitefit profile` first")
-        try:
-            if create:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            raise SuitefitError(f"cannot create history folder {self.path.parent}: {e.strerror}") from None
-        try:
-            self._db = sqlite3.connect(
-                str(self.path), timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
-            )
-            self._db.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
-            mode = self._db.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-            if str(mode).lower() != "wal":
-                raise SuitefitError(f"history {self.path}: cannot switch to WAL mode (got {mode})")
-            self._db.execute("PRAGMA synchronous = NORMAL")
-            self._migrate()
-        except sqlite3.Error as e:
-            raise self._explain(e) from None
-
-    # -- plumbing -------------------------------------------------------------------------
-
-    def _explain(self, e: sqlite3.Error) -> SuitefitError:
-        msg = str(e)
-        if "locked" in msg or "busy" in msg:
-            return SuitefitError(
-                f"history {self.path} is locked by another process (waited {BUSY_TIMEOUT_S:.0f} s)", 3
-            )
-        if "not a database" in msg or "malformed" in msg or "corrupt" in msg:
-            return HistoryCorrupt(
-                f"history {self.path} is corrupt ({msg}); move it aside to start a new one", 3
-            )
-        if "readonly" in msg or "unable to open" in msg or "disk I/O" in msg:
-            return SuitefitError(f"history {self.path} is not writable ({msg})", 3)
-        return SuitefitError(f"history {self.path}: {msg}", 3)
-
-    @contextmanager
-    def _tx(self) -> Iterator[sqlite3.Connection]:
-        try:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                yield self._db
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-            self._db.execute("COMMIT")
-        except sqlite3.Error as e:
-            raise self._explain(e) from None
-
-    def _migrate(self) -> None:
-        """Create what is missing: tables in ``_SCHEMA``, columns in ``_ADDED_COLUMNS``.
-
-        Additive changes need no version bump (an older suitefit ignores what it does not
-        know); ``SCHEMA_VERSION`` moves only for changes an older reader would misread.
-        """
-        version = self._db.execute("PRAGMA user_version").fetchone()[0]
-        if version > SCHEMA_VERSION:
-            raise SuitefitError(
-                f"history {self.path} has schema {version}, newer than this suitefit's "
-                f"{SCHEMA_VERSION}: upgrade suitefit"
-            )
-        have = {r[0] for r in self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        missing_cols = [(t, c, decl) for t, c, decl in _ADDED_COLUMNS
-                        if t in have and c not in self._columns(t)]
-        if version == SCHEMA_VERSION and have >= _TABLES and not missing_cols:
-            return
-        with self._tx() as db:
-            for stmt in _SCHEMA.split(";"):
-                if stmt.strip():
-                    db.execute(stmt)
-            for t, c, decl in _ADDED_COLUMNS:
-                if c not in self._columns(t):
-                    db.execute(f"ALTER TABLE {t} ADD COLUMN {c} {decl}")
-            db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-
-    def _columns(self, table: str) -> set[str]:
-        return {r[1] for r in self._db.execute(f"PRAGMA table_info({table})")}
+        super().__init__(str(self.path), create=create)
 
     def check_intact(self) -> None:
         """Raise ``HistoryCorrupt`` unless SQLite's quick check passes (about 40 ms for 40 MB).
@@ -408,9 +235,6 @@ class History:
             raise HistoryCorrupt(f"history {self.path} is corrupt (quick_check: {row[0] if row else '?'}); "
                                  "move it aside to start a new one", 3)
 
-    def close(self) -> None:
-        self._db.close()
-
     def __enter__(self) -> History:
         return self
 
@@ -421,10 +245,7 @@ class History:
         if not rows:
             return
         cols = [c for c in _cols(type(rows[0])) if not (c == "id" and getattr(rows[0], "id", 0) is None)]
-        verb = "INSERT OR REPLACE" if replace else "INSERT"
-        sql = f"{verb} INTO {table} ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})"
-        with self._tx() as db:
-            db.executemany(sql, [tuple(getattr(r, c) for c in cols) for r in rows])
+        self.insert_rows(table, cols, [_as_row(r, cols) for r in rows], replace=replace)
 
     def _select(self, cls: type[R], sql: str, args: Iterable[Any] = ()) -> list[R]:
         cols = _cols(cls)
@@ -535,21 +356,13 @@ class History:
     # -- rows of a run ----------------------------------------------------------------------
 
     def add_tests(self, rows: Sequence[TestRecord]) -> None:
-        self._insert("tests", rows)
+        self.add_test_rows([_as_row(r, TEST_COLUMNS) for r in rows])
 
     def add_files(self, rows: Sequence[FileRecord]) -> None:
-        self._insert("files", rows)
+        self.add_file_rows([_as_row(r, FILE_COLUMNS) for r in rows])
 
     def upsert_worker(self, row: WorkerRecord) -> None:
         self._insert("workers", [row])
-
-    def set_worker_memory(self, run_id: int, worker: str, baseline_mb: float | None,
-                          peak_mb: float | None) -> None:
-        """The sampler process's part of a worker row (the worker writes the rest first)."""
-        with self._tx() as db:
-            db.execute("UPDATE workers SET baseline_mb = COALESCE(?, baseline_mb),"
-                       " peak_rss_mb = NULLIF(MAX(COALESCE(peak_rss_mb, 0), COALESCE(?, 0)), 0)"
-                       " WHERE run_id = ? AND worker = ?", (baseline_mb, peak_mb, run_id, worker))
 
     def add_fixtures(self, rows: Sequence[FixtureRecord]) -> None:
         self._insert("fixtures", rows)
@@ -562,12 +375,7 @@ class History:
                 db.executemany(sql, data)
 
     def add_samples(self, rows: Sequence[SampleRecord]) -> None:
-        self._insert("samples", rows)
-
-    def add_event(self, run_id: int, t: float, kind: str, *, worker: str | None = None,
-                  nodeid: str | None = None, **detail: Any) -> None:
-        self._insert("events", [EventRecord(None, run_id, t, kind, worker, nodeid, json.dumps(detail))],
-                     replace=False)
+        self.add_sample_rows([_as_row(r, SAMPLE_COLUMNS) for r in rows])
 
     def tests(self, run_id: int) -> list[TestRecord]:
         return self._select(TestRecord, "SELECT {cols} FROM tests WHERE run_id = ? ORDER BY worker, seq", [run_id])
@@ -608,10 +416,3 @@ class History:
 
     def constraints(self) -> list[ConstraintRecord]:
         return self._select(ConstraintRecord, "SELECT {cols} FROM order_constraints ORDER BY found, test")
-
-    def execute(self, sql: str, args: Iterable[Any] = ()) -> list[tuple[Any, ...]]:
-        """Read-only escape hatch for aggregate queries (the planner's cost model uses it)."""
-        try:
-            return list(self._db.execute(sql, tuple(args)).fetchall())
-        except sqlite3.Error as e:
-            raise self._explain(e) from None

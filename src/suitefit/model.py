@@ -10,6 +10,11 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+# The fixture grouping rule lives in rules.py (a measured run's summary reads it without
+# loading this module); re-exported here with the rest of the model.
+from suitefit.rules import DEFAULT_RULES as DEFAULT_RULES
+from suitefit.rules import GroupingRules as GroupingRules
+
 
 @dataclass(frozen=True)
 class FileCost:
@@ -39,21 +44,6 @@ class FixtureCost:
     files: tuple[str, ...] = ()
     autouse: bool = False  # seen as autouse by some test: never released early (see release_verdict)
 
-
-@dataclass(frozen=True)
-class GroupingRules:
-    """When a fixture is expensive enough that its users should share a worker.
-
-    Here, not in ``plan.grouping``: the profile summary and ``compare`` apply the same
-    rule to a recorded run, and a measured run should not load the planner to read it.
-    """
-
-    setup_s: float = 0.5  # slow to set up
-    procs: int = 1  # starts processes
-    mb: float = 100.0  # holds much memory
-
-
-DEFAULT_RULES = GroupingRules()
 
 # `[tool.suitefit] release_fixtures`: True (any eligible fixture), False (none), or only these names.
 ReleaseSetting = bool | tuple[str, ...]

@@ -232,16 +232,3 @@ def split_files(plan_path: str | None) -> set[str]:
     except (OSError, ValueError, KeyError):
         return set()  # RunControl reports an unreadable plan; here it only costs a lookup point
     return {str(u["files"][0]) for u in units if u.get("chunk") and u.get("files")}
-
-
-def summary_lines(history: History, run_id: int) -> list[str]:
-    """One line per release and per instruction not carried out, for the terminal summary."""
-    out = []
-    for e in history.events(run_id, "fixture_released"):
-        d = e.detail_dict
-        how = f"in {d.get('seconds', 0):.2f} s" if d.get("ok") else f"FAILED: {d.get('error')}"
-        out.append(f"released fixture {d.get('fixture')} on {e.worker} after {e.nodeid} {how}")
-    for e in history.events(run_id, "fixture_kept"):
-        d = e.detail_dict
-        out.append(f"kept fixture {d.get('fixture')} on {e.worker} after {e.nodeid}: {d.get('reason')}")
-    return out

@@ -17,10 +17,9 @@ import pytest
 
 from suitefit import timing
 from suitefit.errors import SuitefitError
-from suitefit.history import History, TestRecord, WorkerRecord
+from suitefit.history import History
 from suitefit.measure.channel import Sender
 from suitefit.measure.recorder import WorkerRecorder
-from suitefit.measure.sampler import SamplerProcess
 from suitefit.units import fmt_mb, fmt_s, parse_size_mb
 
 RUN_KEY = pytest.StashKey["RunSide"]()
@@ -54,6 +53,7 @@ class RunSide:
     def __init__(self, config: pytest.Config, history: History, run_id: int, started: float,
                  threshold_mb: float | None, distributed: bool, grace_s: float) -> None:
         from suitefit.measure.reaper import SessionReaper
+        from suitefit.measure.sampler import SamplerProcess  # here: an xdist worker needs none
         from suitefit.streams import original_stderr
 
         self.config = config
@@ -164,17 +164,18 @@ class RunSide:
     def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
         self._start_progress(len(ids))
 
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        if report.when in ("teardown", "???"):
-            self.done += 1
-            if not self.distributed and self.progress is not None:
-                # No sampler callbacks in a process that runs tests: the progress line is
-                # fed here, on the test's thread, from the sampler's shared page, at most 10 a second.
-                now = timing.monotonic()
-                if now - self._progress_at >= 0.1:
-                    self._progress_at = now
-                    last = self.sampler.last
-                    self.progress.update(self.done, last.rss_mb if last is not None else float("nan"))
+    def test_done(self) -> None:
+        """A test of this process is done (without xdist; the recorder calls this after its
+        teardown report, so that this side needs no report hook of its own, per test)."""
+        self.done += 1
+        if self.progress is not None:
+            # No sampler callbacks in a process that runs tests: the progress line is
+            # fed here, on the test's thread, from the sampler's shared page, at most 10 a second.
+            now = timing.monotonic()
+            if now - self._progress_at >= 0.1:
+                self._progress_at = now
+                last = self.sampler.last
+                self.progress.update(self.done, last.rss_mb if last is not None else float("nan"))
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         """A file that failed to collect is a failure too: keep it with its reason (once, not per worker)."""
@@ -207,12 +208,15 @@ class RunSide:
                                    worker=wid, error=str(error))
             if not self.history.execute("SELECT 1 FROM workers WHERE run_id = ? AND worker = ?",
                                         [self.run_id, wid]):
+                from suitefit.history import WorkerRecord
+
                 self.history.upsert_worker(WorkerRecord(self.run_id, wid, None, None, None, None, None,
                                                         None, 0, "died", str(error)))
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_handlecrashitem(self, crashitem: str, report: Any, sched: Any) -> None:
         """xdist names the test a dead worker was running: keep it as a failed test row."""
+        from suitefit.history import TestRecord
         from suitefit.measure.recorder import file_of
 
         node = getattr(report, "node", None)
@@ -304,6 +308,7 @@ def write_summary(tr: Any, h: History, run_id: int, top: int = 5) -> None:
         file_summaries,
         fixture_summaries,
         outcome_words,
+        release_lines,
         run_outcomes,
     )
 
@@ -335,9 +340,7 @@ def write_summary(tr: Any, h: History, run_id: int, top: int = 5) -> None:
                 f" set up by {x.setups} worker(s); used by {len(x.files)} file(s): {', '.join(x.files[:6])}"
                 + (" ..." if len(x.files) > 6 else "")
             )
-    from suitefit.release import summary_lines
-
-    for line in summary_lines(h, run_id):
+    for line in release_lines(h, run_id):
         tr.write_line(line)
     for e in h.events(run_id, "leftover"):
         d = e.detail_dict
@@ -402,6 +405,8 @@ def _configure_controller(config: pytest.Config) -> None:
     side = RunSide(config, history, run_id, started, threshold_mb, distributed, grace)
     config.stash[RUN_KEY] = side
     config.pluginmanager.register(side, "suitefit-run")
+    if distributed:  # the workers' reports count the tests done (without xdist the recorder does)
+        config.pluginmanager.register(_DoneCounter(side), "suitefit-done")
     plan_path = config.getoption("suitefit_plan")
     if plan_path:
         from suitefit.run_control import RunControl, load_plan
@@ -424,7 +429,7 @@ def _configure_controller(config: pytest.Config) -> None:
         wr = WorkerRecorder(history, run_id, MAIN_WORKER, Sender(side.sampler.channel_path),
                             reap_grace_s=grace, announce_tests=side.control is not None,
                             exclude_pids=(side.sampler.pid,) if side.sampler.pid else (),
-                            exact_hwm=side.exact_hwm)
+                            exact_hwm=side.exact_hwm, after_test=side.test_done)
         config.stash[WORKER_KEY] = wr
         config.pluginmanager.register(wr, "suitefit-worker")
         side.local_worker = wr
@@ -433,6 +438,17 @@ def _configure_controller(config: pytest.Config) -> None:
             _attach_release(config, MAIN_WORKER, history, run_id)
     else:
         side.sampler.start(_log_stream(config))
+
+
+class _DoneCounter:
+    """Under xdist: the controller counts the tests done from the workers' reports."""
+
+    def __init__(self, side: RunSide) -> None:
+        self.side = side
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when in ("teardown", "???"):
+            self.side.done += 1
 
 
 def _log_stream(config: pytest.Config) -> Any:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from suitefit.history import History
-from suitefit.model import DEFAULT_RULES
+from suitefit.rules import DEFAULT_RULES
 
 
 @dataclass(frozen=True)
@@ -182,3 +182,20 @@ def run_summary(h: History, run_id: int) -> dict[str, Any]:
             for f in fixture_summaries(h, run_id)
         ],
     }
+
+
+def release_lines(h: History, run_id: int) -> list[str]:
+    """One line per fixture released early (``release.py``) and per release not carried out.
+
+    Here, not in ``release.py``: every measured run's summary asks, and only a planned run
+    needs that module.
+    """
+    out = []
+    for e in h.events(run_id, "fixture_released"):
+        d = e.detail_dict
+        how = f"in {d.get('seconds', 0):.2f} s" if d.get("ok") else f"FAILED: {d.get('error')}"
+        out.append(f"released fixture {d.get('fixture')} on {e.worker} after {e.nodeid} {how}")
+    for e in h.events(run_id, "fixture_kept"):
+        d = e.detail_dict
+        out.append(f"kept fixture {d.get('fixture')} on {e.worker} after {e.nodeid}: {d.get('reason')}")
+    return out

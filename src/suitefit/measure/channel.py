@@ -27,18 +27,28 @@ import contextlib
 import errno
 import fcntl
 import os
-from dataclasses import dataclass
 
 PIPE_BUF = 4096  # POSIX minimum atomic pipe write; Linux's is this size too
 MAX_PATH = 3000  # a path longer than this is cut so that the line stays atomic
 F_SETPIPE_SZ = 1031
 
 
-@dataclass(frozen=True)
 class Message:
-    kind: str
-    worker: str
-    fields: tuple[str, ...]
+    """One line: what happened (``kind``), which test process says so, and the rest.
+
+    A plain class, not a dataclass: the sampler process imports this module, and its
+    start-up is paid by every measured run.
+    """
+
+    __slots__ = ("fields", "kind", "worker")
+
+    def __init__(self, kind: str, worker: str, fields: tuple[str, ...]) -> None:
+        self.kind = kind
+        self.worker = worker
+        self.fields = fields
+
+    def __repr__(self) -> str:
+        return f"Message({self.kind!r}, {self.worker!r}, {self.fields!r})"
 
 
 def encode(kind: str, worker: str, *fields: object) -> bytes:

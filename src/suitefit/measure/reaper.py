@@ -22,13 +22,15 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import psutil
-
 from suitefit import timing
 from suitefit.measure import proctree
 
 if TYPE_CHECKING:
+    import psutil
+
     from suitefit.history import History
+
+# psutil is imported where a leftover is found: every measured run ends by looking, few find one.
 
 PR_SET_CHILD_SUBREAPER = 36
 
@@ -63,6 +65,8 @@ class Leftover:
 
 def describe(pids: Iterable[int], started_by: dict[int, str] | None = None) -> list[Leftover]:
     """The leftovers among ``pids``: zombies and helpers that end with their parent are not."""
+    import psutil
+
     out = []
     for pid in pids:
         try:
@@ -85,6 +89,8 @@ def leftovers_under(root: int, exclude: Iterable[int] = ()) -> list[int]:
 
 def reap(pids: list[int], grace_s: float, term_wait_s: float = 2.0) -> dict[int, str]:
     """Wait up to ``grace_s`` for ``pids`` to exit, then SIGTERM, then SIGKILL. Returns pid -> fate."""
+    import psutil
+
     fate: dict[int, str] = {}
     procs = []
     for pid in pids:
@@ -108,6 +114,8 @@ def reap(pids: list[int], grace_s: float, term_wait_s: float = 2.0) -> dict[int,
 
 
 def _signal_group_or_proc(p: psutil.Process, sig: int) -> None:
+    import psutil
+
     with contextlib.suppress(psutil.Error):
         p.send_signal(sig)
 

@@ -12,19 +12,14 @@ the ``files`` rows are the sampler process's (``watcher.py``).
 from __future__ import annotations
 
 import os
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 
 from suitefit import timing
-from suitefit.history import (
-    FixtureRecord,
-    History,
-    TestRecord,
-    WorkerRecord,
-)
+from suitefit.history import FixtureRecord, History, WorkerRecord
 from suitefit.measure import proctree
 from suitefit.measure.channel import Sender
 
@@ -43,10 +38,13 @@ def autouse_names(item: pytest.Item, info: Any) -> set[str]:
     requested for every test alike). A fixture a test both gets autouse and names as an
     argument is caught by any other test that does not name it.
     """
+    others = [n for n in info.initialnames if n not in info.argnames]
+    if not others:  # only its arguments: nothing autouse (and no markers to walk, per item)
+        return set()
     asked = set(info.argnames)
     for mark in item.iter_markers("usefixtures"):
         asked.update(mark.args)
-    return {n for n in info.initialnames if n not in asked}
+    return {n for n in others if n not in asked}
 
 
 @dataclass
@@ -60,13 +58,15 @@ class _Segment:
     tests: int = 0
 
 
-@dataclass
-class _Phases:
-    setup_s: float = 0.0
-    call_s: float = 0.0
-    teardown_s: float = 0.0
-    outcome: str = "passed"
-    reason: str | None = None  # the first failing phase's crash line
+# A test's phases while it runs, folded from its reports: [setup_s, call_s, teardown_s,
+# outcome, reason (the first failing phase's crash line)]. A list, not an object: this is
+# per test, three times (50,000 tests: 150,000 reports).
+_PHASE = {"setup": 0, "call": 1, "teardown": 2}
+_OUTCOME, _REASON = 3, 4
+
+
+def _new_phases() -> list[Any]:
+    return [0.0, 0.0, 0.0, "passed", None]
 
 
 REASON_CHARS = 300
@@ -98,8 +98,8 @@ def short_reason(report: Any) -> str | None:
     return first if len(first) <= REASON_CHARS else first[: REASON_CHARS - 1] + "…"
 
 
-def outcome_of(phases: _Phases, report: pytest.TestReport) -> str:
-    """Fold one phase report into the test's outcome (error beats failed beats skipped)."""
+def outcome_of(outcome: str, report: pytest.TestReport) -> str:
+    """Fold one phase report into the test's outcome so far (error beats failed beats skipped)."""
     if report.when == "call":
         if hasattr(report, "wasxfail"):
             return "xfailed" if report.skipped else "xpassed"
@@ -108,7 +108,7 @@ def outcome_of(phases: _Phases, report: pytest.TestReport) -> str:
         return "error"
     if report.skipped and report.when == "setup":
         return "xfailed" if hasattr(report, "wasxfail") else "skipped"
-    return phases.outcome
+    return outcome
 
 
 @dataclass
@@ -130,13 +130,16 @@ class WorkerRecorder:
     announce_tests: bool = False  # tell the sampler process each test (it keeps the journal)
     exclude_pids: tuple[int, ...] = ()  # never leftovers: the sampler process, when it is our child
     exact_hwm: bool = True  # False where /proc/self/clear_refs refuses: no per-file VmHWM
+    # called after each test's teardown report (without xdist: the session's progress
+    # count, which then needs no report hook of its own)
+    after_test: Callable[[], None] | None = None
 
     def __post_init__(self) -> None:
         self._seq = 0
         self._seg: _Segment | None = None
-        self._tests: list[TestRecord] = []
+        self._tests: list[tuple[Any, ...]] = []  # test rows, in historydb.TEST_COLUMNS order
         self._windows: list[tuple[str, float, float]] = []  # (nodeid, start, end) for the reaper
-        self._phases: dict[str, _Phases] = {}
+        self._phases: dict[str, list[Any]] = {}
         self._fixtures: dict[tuple[str, str], _FixtureState] = {}
         self._first_test: float | None = None
         self._current: str | None = None
@@ -147,6 +150,7 @@ class WorkerRecorder:
         self._last_flush = timing.monotonic()
         self.started_by: dict[int, str] = {}  # pid -> the test or fixture that started it
         self._kids_raw = b""
+        self._kids_fd: int | None = None  # this thread's /proc children file, kept open
         self._known: set[int] = set()
         self.leftovers: list[Any] = []
         self._started = proctree.create_time(self.pid)
@@ -160,30 +164,36 @@ class WorkerRecorder:
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         pairs: set[tuple[str, str]] = set()
+        done: set[tuple[int, str]] = set()  # (fixture info, file) already read
         for item in session.items:
             info = getattr(item, "_fixtureinfo", None)
             if info is None:
                 continue
             path = file_of(item.nodeid)
-            for name in getattr(item, "fixturenames", ()):
-                defs = info.name2fixturedefs.get(name)
-                if defs and defs[-1].scope in TRACKED_SCOPES:
-                    pairs.add((name, path))
+            # The items of one parametrized function share their fixture info: read it once
+            # per file (a 50,000-test suite is mostly such items).
+            if (id(info), path) not in done:
+                done.add((id(info), path))
+                for name in getattr(item, "fixturenames", ()):
+                    defs = info.name2fixturedefs.get(name)
+                    if defs and defs[-1].scope in TRACKED_SCOPES:
+                        pairs.add((name, path))
             self._autouse.update(autouse_names(item, info))
         self.history.add_fixture_files(self.run_id, sorted(pairs))
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, Any, Any]:
-        path = file_of(item.nodeid)
+        nodeid = item.nodeid
+        path = file_of(nodeid)
         now = timing.wall()
         if self._seg is None or self._seg.path != path:
             self._close_segment()
             self._open_segment(path, now)
         seg = self._seg
         assert seg is not None
-        self._current, self._current_since = item.nodeid, now
+        self._current, self._current_since = nodeid, now
         if self.announce_tests:
-            self.channel.send("T", self.worker, now, item.nodeid)
+            self.channel.send("T", self.worker, now, nodeid)
         cpu0 = timing.cpu_seconds()
         t0 = timing.perf_counter()
         try:
@@ -191,14 +201,12 @@ class WorkerRecorder:
         finally:
             wall = timing.perf_counter() - t0
             cpu = timing.cpu_seconds() - cpu0
-            ph = self._phases.pop(item.nodeid, _Phases())
-            self._tests.append(
-                TestRecord(self.run_id, item.nodeid, path, self.worker, self._seq, now,
-                           ph.setup_s, ph.call_s, ph.teardown_s, wall, cpu, ph.outcome, ph.reason)
-            )
+            ph = self._phases.pop(nodeid, None) or _new_phases()
+            self._tests.append((self.run_id, nodeid, path, self.worker, self._seq, now,  # TEST_COLUMNS
+                                ph[0], ph[1], ph[2], wall, cpu, ph[_OUTCOME], ph[_REASON]))
             if self.reap_grace_s is not None:
-                self._windows.append((item.nodeid, now, now + wall))
-                self._note_new_children(item.nodeid)
+                self._windows.append((nodeid, now, now + wall))
+                self._note_new_children(nodeid)
             self._seq += 1
             seg.tests += 1
             self._current = None
@@ -210,12 +218,13 @@ class WorkerRecorder:
     def _note_new_children(self, nodeid: str) -> None:
         """Name the processes a test started and left running (only when leftovers are reaped).
 
-        One read of this thread's ``children`` file per test (a few µs); the whole tree is
-        walked only when that changed, so a test that starts nothing pays almost nothing.
+        One read of this thread's ``children`` file per test, through a descriptor kept open
+        (``pread`` at 0 makes /proc produce it afresh: ~2 µs, against ~10-20 µs for an open,
+        a read and a close); the whole tree is walked only when that changed, so a test that
+        starts nothing pays almost nothing.
         """
         try:
-            with open(f"/proc/{self.pid}/task/{self.pid}/children", "rb") as f:
-                raw = f.read()
+            raw = self._read_kids()
         except OSError:
             return
         if raw == self._kids_raw:
@@ -226,12 +235,36 @@ class WorkerRecorder:
                 self._known.add(p)
                 self.started_by.setdefault(p, nodeid)
 
+    def _read_kids(self) -> bytes:
+        fd = self._kids_fd
+        if fd is None:
+            fd = self._kids_fd = os.open(f"/proc/{self.pid}/task/{self.pid}/children", os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            chunk = os.pread(fd, 4096, 0)
+        except OSError:  # a kernel whose seq files refuse pread: seek back and read
+            os.lseek(fd, 0, os.SEEK_SET)
+            return b"".join(iter(lambda: os.read(fd, 4096), b""))
+        if len(chunk) < 2048:  # /proc hands out up to a page at a time: this short, it is all
+            return chunk
+        parts = [chunk]
+        while chunk := os.pread(fd, 4096, sum(map(len, parts))):
+            parts.append(chunk)
+        return b"".join(parts)
+
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        ph = self._phases.setdefault(report.nodeid, _Phases())
-        setattr(ph, f"{report.when}_s", getattr(ph, f"{report.when}_s") + report.duration)
-        ph.outcome = outcome_of(ph, report)
-        if report.failed and ph.reason is None:
-            ph.reason = short_reason(report)
+        ph = self._phases.get(report.nodeid)
+        if ph is None:
+            ph = self._phases[report.nodeid] = _new_phases()
+        when = report.when
+        i = _PHASE.get(when)
+        if i is not None:
+            ph[i] += report.duration
+        if when == "call" or report.outcome != "passed":  # a passed setup or teardown changes nothing
+            ph[_OUTCOME] = outcome_of(ph[_OUTCOME], report)
+            if report.failed and ph[_REASON] is None:
+                ph[_REASON] = short_reason(report)
+        if when == "teardown" and self.after_test is not None:
+            self.after_test()
 
     @pytest.hookimpl(wrapper=True)
     def pytest_fixture_setup(self, fixturedef: Any, request: Any) -> Generator[None, Any, Any]:
@@ -314,15 +347,15 @@ class WorkerRecorder:
         self._last_flush = timing.monotonic()
         if self._tests:
             rows, self._tests = self._tests, []
-            self.history.add_tests(rows)
+            self.history.add_test_rows(rows)
 
     def reap_leftovers(self, grace_s: float) -> None:
         """Name the processes this worker's tests left running, then end them after ``grace_s``."""
-        from suitefit.measure import reaper
-
-        pids = reaper.leftovers_under(self.pid, exclude=self.exclude_pids)
+        skip = {self.pid, *self.exclude_pids}
+        pids = [p for p in proctree.tree(self.pid) if p not in skip]  # reaper.leftovers_under's
         if not pids:
             return
+        from suitefit.measure import reaper  # (psutil) only when something was left behind
         found = reaper.describe(pids, self.started_by)
         found = [x if x.started_by != "unknown" else
                  reaper.Leftover(x.pid, x.cmdline, x.created, reaper.attribute_by_time(_created(x), self._windows))
@@ -356,6 +389,9 @@ class WorkerRecorder:
         )
         self.channel.send("D", self.worker)
         self.channel.close()
+        if self._kids_fd is not None:
+            os.close(self._kids_fd)
+            self._kids_fd = None
 
 
 def _created(x: Any) -> float:

@@ -1,7 +1,8 @@
 """The sampler process: one per measured run, outside every process that runs tests.
 
 Started by the session's first process (``sampler.SamplerProcess``) as
-``python -m suitefit.measure.watcher CONFIG``. Every ``interval`` seconds it reads the
+``python -c "...watcher import main..." CONFIG`` (``python -m suitefit.measure.watcher
+CONFIG`` does the same, a little slower to start). Every ``interval`` seconds it reads the
 run's whole process tree from /proc (summed RSS, PSS when cheap enough, process
 count), splits it into each worker's tree, and attributes each worker's samples to
 the file that worker runs, which the workers announce on a FIFO (``channel.py``).
@@ -22,57 +23,74 @@ import math
 import os
 import select
 import signal
-import struct
 import sys
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
 
 from suitefit import timing
-from suitefit.measure import proctree
-from suitefit.measure.channel import Message, Receiver
+from suitefit.measure import page, proctree
+from suitefit.measure.channel import Receiver
+from suitefit.measure.treereader import TreeReader
 
-# The shared page: what the run's one-process side reads for its progress line.
-# seq (odd while being written), t, wall, rss, root, pss (NaN: not read), procs.
-PAGE = struct.Struct("<Qdddddq")
+# Started for every measured run: what it imports is its start-up cost, CPU time every
+# measured run pays. The standard library's light modules, sqlite3 and json; no
+# dataclasses, pathlib or typing at run time (tests/test_overhead_imports.py keeps it so).
+TYPE_CHECKING = False  # typing's, without importing typing
+if TYPE_CHECKING:
+    from typing import Any
+
+    from suitefit.historydb import HistoryDB
+    from suitefit.measure.channel import Message
 
 
-@dataclass
 class _Seg:
-    path: str
-    t0: float  # monotonic, from the worker
-    wall0: float
-    baseline_mb: float
-    children_mb: float  # the worker's descendants when the file began (a session pool)
-    peak_mb: float
+    """The file a worker runs now, as the worker announced it."""
+
+    __slots__ = ("baseline_mb", "children_mb", "path", "peak_mb", "t0", "wall0")
+
+    def __init__(self, path: str, t0: float, wall0: float, baseline_mb: float, children_mb: float,
+                 peak_mb: float) -> None:
+        self.path = path
+        self.t0 = t0  # monotonic, from the worker
+        self.wall0 = wall0
+        self.baseline_mb = baseline_mb
+        self.children_mb = children_mb  # the worker's descendants when the file began (a session pool)
+        self.peak_mb = peak_mb
 
 
-@dataclass
 class _FileRow:
-    path: str
-    worker: str
-    started: float
-    finished: float
-    wall_s: float
-    cpu_s: float
-    tests: int
-    baseline_mb: float
-    peak_mb: float  # absolute
+    """One ``files`` row in the making (a file run in several stretches stays one row)."""
+
+    __slots__ = ("baseline_mb", "cpu_s", "finished", "path", "peak_mb", "started", "tests", "wall_s", "worker")
+
+    def __init__(self, path: str, worker: str, started: float, finished: float, wall_s: float, cpu_s: float,
+                 tests: int, baseline_mb: float, peak_mb: float) -> None:
+        self.path = path
+        self.worker = worker
+        self.started = started
+        self.finished = finished
+        self.wall_s = wall_s
+        self.cpu_s = cpu_s
+        self.tests = tests
+        self.baseline_mb = baseline_mb
+        self.peak_mb = peak_mb  # absolute
 
 
-@dataclass
 class _Worker:
-    name: str
-    pid: int
-    seg: _Seg | None = None
-    # samples taken since messages were last read: (t, tree_mb, children_mb); a message
-    # written before a sample but read after it decides which file that sample belongs to
-    late: list[tuple[float, float, float]] = field(default_factory=list)
-    children_mb: float = 0.0  # at the last folded sample
-    tree_mb: float = 0.0  # at the last folded sample
-    baseline_mb: float | None = None
-    peak_mb: float = 0.0
-    done: bool = False
+    """A process that runs tests, and what was seen of its tree."""
+
+    __slots__ = ("baseline_mb", "children_mb", "done", "late", "name", "peak_mb", "pid", "seg", "tree_mb")
+
+    def __init__(self, name: str, pid: int) -> None:
+        self.name = name
+        self.pid = pid
+        self.seg: _Seg | None = None
+        # samples taken since messages were last read: (t, tree_mb, children_mb); a message
+        # written before a sample but read after it decides which file that sample belongs to
+        self.late: list[tuple[float, float, float]] = []
+        self.children_mb = 0.0  # at the last folded sample
+        self.tree_mb = 0.0  # at the last folded sample
+        self.baseline_mb: float | None = None
+        self.peak_mb = 0.0
+        self.done = False
 
 
 class Watcher:
@@ -91,10 +109,11 @@ class Watcher:
         self.receiver = receiver
         self.me = os.getpid()
         self.proc = bool(cfg.get("proc", True)) and proctree.proc_readable()
+        self.tree = TreeReader()  # keeps the tree's /proc files open between samples
         self.workers: dict[str, _Worker] = {}
         self.files: dict[tuple[str, str], _FileRow] = {}
         self.dirty: set[tuple[str, str]] = set()
-        self.samples: list[Any] = []
+        self.samples: list[tuple[int, float, float, float | None, int]] = []  # SAMPLE_COLUMNS
         self.count = 0
         self.peak_rss = 0.0
         self.peak_pss: float | None = None
@@ -104,12 +123,12 @@ class Watcher:
         self._since_pss = self.pss_every
         self._next_pss = 0.0
         self._last_flush = timing.monotonic()
-        self._history: Any = None
+        self._history: HistoryDB | None = None
         self.page = self._open_page(cfg.get("page"))
         self.journal: Any = None
         self.heartbeat: Any = None
         if cfg.get("journal"):
-            self._start_journal(Path(cfg["journal"]), cfg.get("budget_mb"))
+            self._start_journal(str(cfg["journal"]), cfg.get("budget_mb"))
 
     # -- outputs ---------------------------------------------------------------------------
 
@@ -120,14 +139,17 @@ class Watcher:
 
         fd = os.open(path, os.O_RDWR)
         try:
-            return mmap.mmap(fd, PAGE.size)
+            return mmap.mmap(fd, page.PAGE.size)
         finally:
             os.close(fd)
 
-    def _start_journal(self, path: Path, budget_mb: float | None) -> None:
+    def _start_journal(self, path: str, budget_mb: float | None) -> None:
+        """One process runs the tests under ``suitefit run``: the journal and heartbeat are ours."""
+        from pathlib import Path
+
         from suitefit.measure.journal import Heartbeat, Journal
 
-        self.journal = Journal(path, self.run_id)
+        self.journal = Journal(Path(path), self.run_id)
         if budget_mb:
             self.heartbeat = Heartbeat(float(budget_mb), self.journal, self._heartbeat_line)
             self.budget_mb = float(budget_mb)
@@ -142,11 +164,11 @@ class Watcher:
                             budget_mb=self.budget_mb,
                             inflight=[x.__dict__ for x in self.journal.snapshot()])
 
-    def db(self) -> Any:
+    def db(self) -> HistoryDB:
         if self._history is None:
-            from suitefit.history import History
+            from suitefit.historydb import HistoryDB
 
-            self._history = History(self.history_path)
+            self._history = HistoryDB(self.history_path)
         return self._history
 
     # -- the loop --------------------------------------------------------------------------
@@ -239,8 +261,7 @@ class Watcher:
             return
         t0 = timing.monotonic()
         wall = timing.wall()
-        parents = proctree.tree_parents(self.root, skip=(self.me,))
-        rss = {p: proctree.rss_mb(p) for p in parents}
+        parents, rss = self.tree.read(self.root, skip=(self.me,))
         with_pss = 0 < self.pss_every <= self._since_pss and t0 >= self._next_pss
         pss: float | None = None
         if with_pss:
@@ -281,10 +302,8 @@ class Watcher:
 
     def _record(self, t: float, wall: float, total: float, root_mb: float, pss: float | None, procs: int,
                 per_worker: dict[str, float]) -> None:
-        from suitefit.history import SampleRecord
-
         self.count += 1
-        self.samples.append(SampleRecord(self.run_id, round(wall - self.started_wall, 4), total, pss, procs))
+        self.samples.append((self.run_id, round(wall - self.started_wall, 4), total, pss, procs))
         self.peak_rss = max(self.peak_rss, total)
         self.peak_procs = max(self.peak_procs, procs)
         if pss is not None:
@@ -293,11 +312,7 @@ class Watcher:
             self.secs_above += t - self._prev_t
         self._prev_t = t
         if self.page is not None:
-            seq = struct.unpack_from("<Q", self.page, 0)[0]
-            struct.pack_into("<Q", self.page, 0, seq + 1)  # odd: a reader retries
-            PAGE.pack_into(self.page, 0, seq + 1, t, wall, total, root_mb,
-                           math.nan if pss is None else pss, procs)
-            struct.pack_into("<Q", self.page, 0, seq + 2)
+            page.write(self.page, t, wall, total, root_mb, pss, procs)
         if self.stream:
             line = json.dumps({"t": t, "wall": wall, "rss": total, "root": root_mb, "pss": pss,
                                "procs": procs, "workers": per_worker})
@@ -314,8 +329,6 @@ class Watcher:
             self.heartbeat(Sample(t, wall, total, root_mb, pss, procs, ()))
 
     def flush(self, *, final: bool = False) -> None:
-        from suitefit.history import FileRecord
-
         rows = [self.files[k] for k in sorted(self.dirty)]
         samples, self.samples = self.samples, []
         self.dirty.clear()
@@ -324,11 +337,10 @@ class Watcher:
             return
         h = self.db()
         if samples:
-            h.add_samples(samples)
-        if rows:
-            h.add_files([FileRecord(self.run_id, r.path, r.worker, r.started, r.finished, r.wall_s, r.cpu_s,
-                                    r.tests, r.baseline_mb, max(0.0, r.peak_mb - r.baseline_mb), r.peak_mb)
-                         for r in rows])
+            h.add_sample_rows(samples)
+        if rows:  # FILE_COLUMNS
+            h.add_file_rows([(self.run_id, r.path, r.worker, r.started, r.finished, r.wall_s, r.cpu_s, r.tests,
+                              r.baseline_mb, max(0.0, r.peak_mb - r.baseline_mb), r.peak_mb) for r in rows])
         if final:
             for w in self.workers.values():
                 if w.baseline_mb is not None or w.peak_mb:
@@ -374,6 +386,7 @@ class Watcher:
             self.journal.maybe_write(force=True)
         if self.page is not None:
             self.page.close()
+        self.tree.close()
 
 
 def main(argv: list[str]) -> int:

@@ -1,0 +1,299 @@
+"""The history's SQLite layer: schema, connection, migration, transactions and plain-row writes.
+
+``history.History`` builds on it (the typed records, the reads, runs and constraints);
+the sampler process (``measure/watcher.py``) uses it alone. It imports ``sqlite3`` and
+``json`` and nothing heavier (no dataclasses, pathlib or typing at run time), so that
+the sampler process, started for every measured run, starts fast.
+
+Every process of a run (the controller, each xdist worker and the run's sampler
+process) opens its own connection and writes its own rows; primary keys make a repeated
+write replace, never duplicate. Schema changes bump ``SCHEMA_VERSION`` and add a migration.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+
+from suitefit.errors import SuitefitError
+
+TYPE_CHECKING = False  # typing's, without importing typing
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
+    from typing import Any
+
+SCHEMA_VERSION = 1
+BUSY_TIMEOUT_S = 10.0
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    kind TEXT NOT NULL,
+    status TEXT NOT NULL,
+    exit_code INTEGER,
+    started REAL NOT NULL,
+    finished REAL,
+    wall_s REAL,
+    cpu_s REAL,
+    argv TEXT NOT NULL DEFAULT '[]',
+    cwd TEXT NOT NULL DEFAULT '',
+    rootdir TEXT NOT NULL DEFAULT '',
+    workers INTEGER NOT NULL DEFAULT 0,
+    collected INTEGER,
+    passed INTEGER, failed INTEGER, skipped INTEGER, errors INTEGER,
+    peak_rss_mb REAL, peak_pss_mb REAL, peak_procs INTEGER,
+    threshold_mb REAL, secs_above REAL, budget_mb REAL,
+    python TEXT, pytest_version TEXT, xdist_version TEXT, host TEXT,
+    plan TEXT, meta TEXT NOT NULL DEFAULT '{}'
+);
+CREATE TABLE IF NOT EXISTS workers (
+    run_id INTEGER NOT NULL REFERENCES runs(id),
+    worker TEXT NOT NULL,
+    pid INTEGER,
+    started REAL, first_test REAL,
+    startup_s REAL, baseline_mb REAL, peak_rss_mb REAL,
+    tests INTEGER NOT NULL DEFAULT 0,
+    status TEXT NOT NULL DEFAULT 'ok',
+    detail TEXT,
+    PRIMARY KEY (run_id, worker)
+);
+CREATE TABLE IF NOT EXISTS tests (
+    run_id INTEGER NOT NULL REFERENCES runs(id),
+    nodeid TEXT NOT NULL,
+    file TEXT NOT NULL,
+    worker TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    started REAL NOT NULL,
+    setup_s REAL NOT NULL DEFAULT 0, call_s REAL NOT NULL DEFAULT 0, teardown_s REAL NOT NULL DEFAULT 0,
+    wall_s REAL NOT NULL, cpu_s REAL NOT NULL,
+    outcome TEXT NOT NULL,
+    PRIMARY KEY (run_id, nodeid)
+);
+CREATE INDEX IF NOT EXISTS tests_by_file ON tests(run_id, file);
+CREATE TABLE IF NOT EXISTS files (
+    run_id INTEGER NOT NULL REFERENCES runs(id),
+    path TEXT NOT NULL,
+    worker TEXT NOT NULL,
+    started REAL NOT NULL, finished REAL NOT NULL,
+    wall_s REAL NOT NULL, cpu_s REAL NOT NULL,
+    tests INTEGER NOT NULL,
+    baseline_mb REAL NOT NULL, peak_mb REAL NOT NULL, peak_abs_mb REAL NOT NULL,
+    PRIMARY KEY (run_id, path, worker)
+);
+CREATE TABLE IF NOT EXISTS fixtures (
+    run_id INTEGER NOT NULL REFERENCES runs(id),
+    worker TEXT NOT NULL,
+    name TEXT NOT NULL,
+    scope TEXT NOT NULL,
+    baseid TEXT NOT NULL DEFAULT '',
+    setup_s REAL NOT NULL, teardown_s REAL,
+    procs INTEGER NOT NULL DEFAULT 0, mb REAL NOT NULL DEFAULT 0,
+    PRIMARY KEY (run_id, worker, name, baseid)
+);
+CREATE TABLE IF NOT EXISTS fixture_files (
+    run_id INTEGER NOT NULL REFERENCES runs(id),
+    name TEXT NOT NULL,
+    file TEXT NOT NULL,
+    PRIMARY KEY (run_id, name, file)
+);
+CREATE TABLE IF NOT EXISTS samples (
+    run_id INTEGER NOT NULL REFERENCES runs(id),
+    t REAL NOT NULL,
+    rss_mb REAL NOT NULL, pss_mb REAL, procs INTEGER NOT NULL,
+    PRIMARY KEY (run_id, t)
+);
+CREATE TABLE IF NOT EXISTS events (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id INTEGER NOT NULL REFERENCES runs(id),
+    t REAL NOT NULL,
+    kind TEXT NOT NULL,
+    worker TEXT,
+    nodeid TEXT,
+    detail TEXT NOT NULL DEFAULT '{}'
+);
+CREATE INDEX IF NOT EXISTS events_by_run ON events(run_id, kind);
+CREATE TABLE IF NOT EXISTS order_constraints (
+    test TEXT NOT NULL,
+    culprit TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    first_file TEXT NOT NULL,
+    second_file TEXT NOT NULL,
+    evidence TEXT NOT NULL,
+    source TEXT NOT NULL,
+    run_id INTEGER,
+    rootdir TEXT NOT NULL DEFAULT '',
+    found REAL NOT NULL,
+    PRIMARY KEY (test, culprit)
+);
+"""
+_TABLES = frozenset(stmt.split("CREATE TABLE IF NOT EXISTS", 1)[1].split()[0]
+                    for stmt in _SCHEMA.split(";") if "CREATE TABLE IF NOT EXISTS" in stmt)
+
+# Columns added to a table after it first shipped: (table, column, declaration).
+# Append here (never edit a shipped line); ``_migrate`` adds what a history lacks.
+_ADDED_COLUMNS: tuple[tuple[str, str, str], ...] = (
+    ("fixtures", "autouse", "INTEGER NOT NULL DEFAULT 0"),
+    ("tests", "reason", "TEXT"),  # a failed test's short reason (its crash line), else NULL
+)
+
+
+# The order of the columns of rows written as plain tuples: the fields of the matching
+# records in ``history.py`` (TestRecord, FileRecord, SampleRecord), checked by a test.
+TEST_COLUMNS = ("run_id", "nodeid", "file", "worker", "seq", "started", "setup_s", "call_s", "teardown_s",
+                "wall_s", "cpu_s", "outcome", "reason")
+FILE_COLUMNS = ("run_id", "path", "worker", "started", "finished", "wall_s", "cpu_s", "tests", "baseline_mb",
+                "peak_mb", "peak_abs_mb")
+SAMPLE_COLUMNS = ("run_id", "t", "rss_mb", "pss_mb", "procs")
+EVENT_COLUMNS = ("run_id", "t", "kind", "worker", "nodeid", "detail")  # and its own id
+
+
+class HistoryCorrupt(SuitefitError):
+    """The history file is not a readable SQLite database (truncated, overwritten, half-restored)."""
+
+
+class _Transaction:
+    """``BEGIN IMMEDIATE`` ... ``COMMIT``, or ``ROLLBACK`` when the body raises; SQLite's
+    errors come out as one-line ``SuitefitError``s."""
+
+    __slots__ = ("_h",)
+
+    def __init__(self, h: HistoryDB) -> None:
+        self._h = h
+
+    def __enter__(self) -> sqlite3.Connection:
+        try:
+            self._h._db.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as e:
+            raise self._h._explain(e) from None
+        return self._h._db
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
+        try:
+            self._h._db.execute("COMMIT" if kind is None else "ROLLBACK")
+        except sqlite3.Error as e:
+            raise self._h._explain(e) from None
+        if isinstance(exc, sqlite3.Error):
+            raise self._h._explain(exc) from None
+
+
+class HistoryDB:
+    """A connection to one history file, and the writes that take plain rows. Cheap to open;
+    open one per process."""
+
+    def __init__(self, filename: str, *, create: bool = True) -> None:
+        self.filename = filename
+        if not create and not os.path.exists(filename):
+            raise SuitefitError(f"no history at {filename}: run `suitefit profile` first")
+        folder = os.path.dirname(filename)
+        try:
+            if create and folder:
+                os.makedirs(folder, exist_ok=True)
+        except OSError as e:
+            raise SuitefitError(f"cannot create history folder {folder}: {e.strerror}") from None
+        try:
+            self._db = sqlite3.connect(filename, timeout=BUSY_TIMEOUT_S, isolation_level=None,
+                                       check_same_thread=False)
+            self._db.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+            mode = self._db.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            if str(mode).lower() != "wal":
+                raise SuitefitError(f"history {filename}: cannot switch to WAL mode (got {mode})")
+            self._db.execute("PRAGMA synchronous = NORMAL")
+            self._migrate()
+        except sqlite3.Error as e:
+            raise self._explain(e) from None
+
+    # -- plumbing -------------------------------------------------------------------------
+
+    def _explain(self, e: sqlite3.Error) -> SuitefitError:
+        msg = str(e)
+        if "locked" in msg or "busy" in msg:
+            return SuitefitError(
+                f"history {self.filename} is locked by another process (waited {BUSY_TIMEOUT_S:.0f} s)", 3
+            )
+        if "not a database" in msg or "malformed" in msg or "corrupt" in msg:
+            return HistoryCorrupt(
+                f"history {self.filename} is corrupt ({msg}); move it aside to start a new one", 3
+            )
+        if "readonly" in msg or "unable to open" in msg or "disk I/O" in msg:
+            return SuitefitError(f"history {self.filename} is not writable ({msg})", 3)
+        return SuitefitError(f"history {self.filename}: {msg}", 3)
+
+    def _tx(self) -> _Transaction:
+        return _Transaction(self)
+
+    def _migrate(self) -> None:
+        """Create what is missing: tables in ``_SCHEMA``, columns in ``_ADDED_COLUMNS``.
+
+        Additive changes need no version bump (an older suitefit ignores what it does not
+        know); ``SCHEMA_VERSION`` moves only for changes an older reader would misread.
+        """
+        version = self._db.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            raise SuitefitError(
+                f"history {self.filename} has schema {version}, newer than this suitefit's "
+                f"{SCHEMA_VERSION}: upgrade suitefit"
+            )
+        have = {r[0] for r in self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        missing_cols = [(t, c, decl) for t, c, decl in _ADDED_COLUMNS
+                        if t in have and c not in self._columns(t)]
+        if version == SCHEMA_VERSION and have >= _TABLES and not missing_cols:
+            return
+        with self._tx() as db:
+            for stmt in _SCHEMA.split(";"):
+                if stmt.strip():
+                    db.execute(stmt)
+            for t, c, decl in _ADDED_COLUMNS:
+                if c not in self._columns(t):
+                    db.execute(f"ALTER TABLE {t} ADD COLUMN {c} {decl}")
+            db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+    def _columns(self, table: str) -> set[str]:
+        return {r[1] for r in self._db.execute(f"PRAGMA table_info({table})")}
+
+    def close(self) -> None:
+        self._db.close()
+
+    # -- writes of plain rows ----------------------------------------------------------------
+
+    def insert_rows(self, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]], *,
+                    replace: bool = True) -> None:
+        """``rows`` (tuples in ``columns``' order) in one transaction; a repeated key replaces."""
+        if not rows:
+            return
+        verb = "INSERT OR REPLACE" if replace else "INSERT"
+        sql = f"{verb} INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
+        with self._tx() as db:
+            db.executemany(sql, rows)
+
+    def add_test_rows(self, rows: Sequence[Sequence[Any]]) -> None:
+        """Test rows as tuples in ``TEST_COLUMNS`` order (a worker's batched writes)."""
+        self.insert_rows("tests", TEST_COLUMNS, rows)
+
+    def add_file_rows(self, rows: Sequence[Sequence[Any]]) -> None:
+        """File rows as tuples in ``FILE_COLUMNS`` order (the sampler process's)."""
+        self.insert_rows("files", FILE_COLUMNS, rows)
+
+    def add_sample_rows(self, rows: Sequence[Sequence[Any]]) -> None:
+        """Samples as tuples in ``SAMPLE_COLUMNS`` order (the sampler process's)."""
+        self.insert_rows("samples", SAMPLE_COLUMNS, rows)
+
+    def set_worker_memory(self, run_id: int, worker: str, baseline_mb: float | None,
+                          peak_mb: float | None) -> None:
+        """The sampler process's part of a worker row (the worker writes the rest first)."""
+        with self._tx() as db:
+            db.execute("UPDATE workers SET baseline_mb = COALESCE(?, baseline_mb),"
+                       " peak_rss_mb = NULLIF(MAX(COALESCE(peak_rss_mb, 0), COALESCE(?, 0)), 0)"
+                       " WHERE run_id = ? AND worker = ?", (baseline_mb, peak_mb, run_id, worker))
+
+    def add_event(self, run_id: int, t: float, kind: str, *, worker: str | None = None,
+                  nodeid: str | None = None, **detail: Any) -> None:
+        self.insert_rows("events", EVENT_COLUMNS, [(run_id, t, kind, worker, nodeid, json.dumps(detail))],
+                         replace=False)
+
+    def execute(self, sql: str, args: Iterable[Any] = ()) -> list[tuple[Any, ...]]:
+        """Read-only escape hatch for aggregate queries (the planner's cost model uses it)."""
+        try:
+            return list(self._db.execute(sql, tuple(args)).fetchall())
+        except sqlite3.Error as e:
+            raise self._explain(e) from None

@@ -1,0 +1,146 @@
+"""What measuring costs in imports and hooks, kept from creeping back (issue 13).
+
+Every check is a real process: a plain ``pytest`` run with suitefit installed, a
+measured run, and the sampler process as a session starts it. The ``sys.modules``
+of each is read from inside it, not predicted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from suitefit.history import History
+from suitefit.measure.sampler import SamplerProcess
+
+# Modules whose import cost a process pays for nothing: the data model (dataclasses and
+# inspect behind it), psutil, and, in the sampler process, pathlib and typing too.
+SAMPLER_MUST_NOT_LOAD = ("dataclasses", "inspect", "pathlib", "typing", "psutil", "suitefit.model",
+                         "suitefit.history", "suitefit.config", "suitefit.session", "suitefit.measure.sampler",
+                         "suitefit.measure.recorder")
+
+MODULES_AT_END = """
+import json, os, sys
+
+def pytest_unconfigure(config):
+    hooks = sorted(type(i.plugin).__name__ for i in config.hook.pytest_runtest_logreport.get_hookimpls()
+                   if "suitefit" in (getattr(i.plugin, "__module__", "") or ""))
+    out = os.environ["MODULES_OUT"].replace(".json", "-" + os.environ.get("PYTEST_XDIST_WORKER", "main") + ".json")
+    with open(out, "w") as f:
+        json.dump({"modules": sorted(sys.modules), "logreport": hooks}, f)
+"""
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "SUITEFIT_"))}
+    env.update(extra)
+    return env
+
+
+def _suite(tmp_path: Path) -> Path:
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "pytest.ini").write_text("[pytest]\n")
+    (suite / "conftest.py").write_text(MODULES_AT_END)
+    (suite / "test_a.py").write_text("def test_a():\n    pass\n\ndef test_b():\n    pass\n")
+    (suite / "test_c.py").write_text("def test_c():\n    pass\n")
+    return suite
+
+
+def _run_pytest(suite: Path, *args: str, process: str = "main") -> dict[str, list[str]]:
+    """What ``process`` (``main``, or an xdist worker's id) had loaded at its end."""
+    res = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args], cwd=suite,
+                         env=_env(MODULES_OUT=str(suite / "modules.json")), capture_output=True, text=True,
+                         timeout=300)
+    assert res.returncode == 0, res.stdout + res.stderr
+    return dict(json.loads((suite / f"modules-{process}.json").read_text()))
+
+
+def test_a_plain_pytest_run_loads_only_the_plugin_module(tmp_path: Path) -> None:
+    """Installed but not asked for, suitefit adds its package and plugin module, and nothing
+    else: not its data model (dataclasses, inspect), SQLite or psutil."""
+    suite = _suite(tmp_path)
+    without = set(_run_pytest(suite, "-p", "no:suitefit")["modules"])
+    plain = set(_run_pytest(suite)["modules"])
+    assert plain - without == {"suitefit", "suitefit.plugin"}
+
+
+def test_a_measured_serial_run_loads_what_it_uses_only(tmp_path: Path) -> None:
+    """``pytest --suitefit`` without xdist: no psutil unless a leftover is found, no data model,
+    no sampler-process code; one per-report hook (the recorder's; the session's count
+    comes from it)."""
+    suite = _suite(tmp_path)
+    got = _run_pytest(suite, "--suitefit", f"--suitefit-history={tmp_path / 'h.sqlite'}")
+    loaded = set(got["modules"])
+    for heavy in ("psutil", "suitefit.model", "suitefit.measure.watcher", "suitefit.measure.journal",
+                  "suitefit.plan", "suitefit.costs", "suitefit.run_control", "suitefit.release"):
+        assert heavy not in loaded, heavy
+    assert "suitefit.session" in loaded and "suitefit.summary" in loaded  # it did measure
+    assert got["logreport"] == ["WorkerRecorder"]
+    with History(tmp_path / "h.sqlite") as h:
+        run = h.runs(limit=1)[0]
+        assert run.passed == 3 and len(h.tests(run.id)) == 3 and run.meta_dict["samples"] >= 1
+
+
+def test_an_xdist_worker_loads_no_sampler_or_psutil(tmp_path: Path) -> None:
+    """Under xdist the controller owns the sampler process; a worker records its tests only."""
+    suite = _suite(tmp_path)
+    got = _run_pytest(suite, "-n", "2", "--suitefit", f"--suitefit-history={tmp_path / 'h.sqlite'}",
+                      process="gw0")
+    loaded = set(got["modules"])
+    for heavy in ("psutil", "suitefit.model", "suitefit.measure.sampler", "suitefit.measure.watcher",
+                  "suitefit.measure.reaper", "suitefit.report.progress", "suitefit.summary", "suitefit.config"):
+        assert heavy not in loaded, heavy
+    assert "suitefit.measure.recorder" in loaded and got["logreport"] == ["WorkerRecorder"]
+
+
+def test_the_sampler_modules_import_lean() -> None:
+    code = ("import sys\nimport suitefit.measure.watcher, suitefit.historydb\n"
+            "print(' '.join(sorted(sys.modules)))\n")
+    res = subprocess.run([sys.executable, "-c", code], env=_env(), capture_output=True, text=True, check=True)
+    loaded = set(res.stdout.split())
+    assert "sqlite3" in loaded and "suitefit.measure.watcher" in loaded
+    assert not loaded & set(SAMPLER_MUST_NOT_LOAD), sorted(loaded & set(SAMPLER_MUST_NOT_LOAD))
+
+
+def test_the_sampler_process_started_by_a_session_imports_lean(tmp_path: Path) -> None:
+    """The real sampler process, started and stopped as a session does, with its writes: its
+    imports (``-X importtime`` through the environment it inherits) stay lean."""
+    h = History(tmp_path / "h.sqlite")
+    run_id = h.new_run("pytest", started=time.time())
+    log = tmp_path / "sampler.log"
+    sp = SamplerProcess(os.getpid(), history=str(h.path), run_id=run_id, started_wall=time.time(),
+                        threshold_mb=None, interval=0.05)
+    old = os.environ.get("PYTHONPROFILEIMPORTTIME")
+    os.environ["PYTHONPROFILEIMPORTTIME"] = "1"
+    try:
+        with open(log, "w") as f:
+            sp.start(f)
+    finally:
+        if old is None:
+            del os.environ["PYTHONPROFILEIMPORTTIME"]
+        else:
+            os.environ["PYTHONPROFILEIMPORTTIME"] = old
+    time.sleep(2.5)  # past its first flush (every 2 s): SQLite written through historydb
+    peaks = sp.stop()
+    assert peaks.samples >= 10 and len(h.samples(run_id)) == peaks.samples
+    loaded = {line.rsplit("|", 1)[1].strip() for line in log.read_text().splitlines()
+              if line.startswith("import time:") and "|" in line}
+    assert "sqlite3" in loaded and "suitefit.historydb" in loaded
+    assert not loaded & set(SAMPLER_MUST_NOT_LOAD), sorted(loaded & set(SAMPLER_MUST_NOT_LOAD))
+
+
+def test_plain_row_columns_are_the_records_fields() -> None:
+    """Rows written as tuples (a worker's tests, the sampler's files and samples) in the order
+    of the records the history reads them back as."""
+    from dataclasses import fields
+
+    from suitefit.history import FileRecord, SampleRecord, TestRecord
+    from suitefit.historydb import FILE_COLUMNS, SAMPLE_COLUMNS, TEST_COLUMNS
+
+    for cols, record in ((TEST_COLUMNS, TestRecord), (FILE_COLUMNS, FileRecord), (SAMPLE_COLUMNS, SampleRecord)):
+        assert cols == tuple(f.name for f in fields(record))
