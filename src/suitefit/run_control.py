@@ -18,7 +18,7 @@ import pytest
 from suitefit import timing
 from suitefit.history import History, WorkerRecord
 from suitefit.measure import proctree, reaper
-from suitefit.measure.journal import Heartbeat, Journal
+from suitefit.measure.journal import LEVELS, Heartbeat, Journal
 from suitefit.measure.sampler import Sample, SamplerProcess
 from suitefit.model import Plan
 from suitefit.streams import original_stderr
@@ -39,10 +39,11 @@ class RunControl:
         self.sampler = sampler
         self.leftovers = leftovers  # the session's reaper: a dead worker's children go through it too
         self.pinned = pin_threads(os.environ)
-        self.journal = Journal(history.path.parent / f"inflight-{run_id}.json", run_id)
+        self.budget_mb = plan.budget.memory_mb or None
+        near = LEVELS[0] * self.budget_mb if self.budget_mb else float("inf")  # the first heartbeat
+        self.journal = Journal(history.path.parent / f"inflight-{run_id}.json", run_id, at_once_from_mb=near)
         self.out = original_stderr(config)
         self.say = say  # above the live progress line on a terminal
-        self.budget_mb = plan.budget.memory_mb or None
         self.worker_pids: dict[str, int] = {}
         self.worker_tree: dict[str, list[int]] = {}
         self.worker_mb: dict[str, float] = {}

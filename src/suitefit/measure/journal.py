@@ -36,10 +36,14 @@ class InFlight:
 class Journal:
     """Each worker's current test; written to ``path`` at most every ``min_interval`` s."""
 
-    def __init__(self, path: Path, run_id: int, min_interval: float = 0.25) -> None:
+    def __init__(self, path: Path, run_id: int, min_interval: float = 0.25,
+                 at_once_from_mb: float = 0.0) -> None:
         self.path = path
         self.run_id = run_id
         self.min_interval = min_interval
+        # a test's start is written at once while the tree holds at least this much (0:
+        # always), else with the next throttled write: see ``start``
+        self.at_once_from_mb = at_once_from_mb
         self._lock = threading.Lock()
         self._inflight: dict[str, InFlight] = {}
         self._last_write = 0.0
@@ -52,8 +56,11 @@ class Journal:
         with self._lock:
             self._inflight[worker] = InFlight(worker, nodeid, since or timing.wall(), mb)
             self._dirty = True
-        # At once, not throttled: a test killed within the interval would be blamed on the one before.
-        self.maybe_write(force=True)
+        # At once, not throttled: a test killed within the interval would be blamed on the one
+        # before. Under xdist (``at_once_from_mb`` > 0) only near the budget, where a kill is
+        # likely: its controller names a crashed test itself, and one write per test is ~40 µs
+        # of the controller's CPU, which on 2 CPUs is the workers' too.
+        self.maybe_write(force=(self.tree_mb or 0.0) >= self.at_once_from_mb)
 
     def done(self, worker: str) -> None:
         with self._lock:

@@ -235,7 +235,7 @@ def _plan_one(costs: CostModel, budget: Budget, rules: GroupingRules,
         reasons.append(f"predicted wall includes {fmt_s(overhead_for(chosen.workers))} that past "
                        f"commands took beyond the model at about this worker count (suitefit's and "
                        f"pytest's own start and end; before any planned run, a serial profile's end "
-                       f"after its last test): measured, not guessed")
+                       f"after its last test), as measured")
     doubtful = sorted(fc.path for fc in fcs.values() if not fc.trusted)
     if doubtful:
         reasons.append(f"{len(doubtful)} file(s) measured only in runs where some of their tests "
