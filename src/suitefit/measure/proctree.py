@@ -60,18 +60,21 @@ def children(pid: int) -> list[int]:
             return [p.pid for p in psutil.Process(pid).children()]
         except psutil.Error:
             return []
-    out: list[int] = []
+    return [int(c) for data in thread_children(pid) for c in data.split()]
+
+
+def thread_children(pid: int) -> list[bytes]:
+    """Every thread's ``children`` file of ``pid``, as read (the main thread's included)."""
+    out: list[bytes] = []
     try:
         tids = os.listdir(f"/proc/{pid}/task")
     except OSError:
         return out
     for tid in tids:
         try:
-            data = read_bytes(f"/proc/{pid}/task/{tid}/children")
+            out.append(read_bytes(f"/proc/{pid}/task/{tid}/children"))
         except OSError:
             continue
-        if data:
-            out.extend(map(int, data.split()))
     return out
 
 
@@ -221,7 +224,6 @@ def create_time(pid: int | None = None) -> float | None:
 def exited(pid: int) -> bool:
     """``pid`` is gone or a zombie: its memory is back (a zombie holds none)."""
     try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rsplit(b")", 1)[1].split()[0] in (b"Z", b"X")
+        return read_bytes(f"/proc/{pid}/stat").rsplit(b")", 1)[1].split()[0] in (b"Z", b"X")
     except (OSError, IndexError):
         return True

@@ -14,8 +14,8 @@ from suitefit.measure.proctree import (
     _HAS_CHILDREN_FILE,
     _RDONLY,
     PAGE_MB,
-    read_bytes,
     rss_mb,
+    thread_children,
     tree_parents,
 )
 
@@ -58,7 +58,7 @@ class TreeReader:
             threads, pages, kids = self._read(pid)
             rss[pid] = pages * PAGE_MB
             if threads > 1:
-                kids = b" ".join(_children_of_threads(pid))
+                kids = b" ".join(thread_children(pid))
             for c in map(int, kids.split()):
                 if c not in parents and c not in skipped:
                     parents[c] = pid
@@ -124,18 +124,3 @@ def _close_fds(fds: tuple[int, int | None]) -> None:
         if fd is not None:
             with contextlib.suppress(OSError):
                 os.close(fd)
-
-
-def _children_of_threads(pid: int) -> list[bytes]:
-    """Every thread's ``children`` file of ``pid`` (the main thread's included)."""
-    out: list[bytes] = []
-    try:
-        tids = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return out
-    for tid in tids:
-        try:
-            out.append(read_bytes(f"/proc/{pid}/task/{tid}/children"))
-        except OSError:
-            continue
-    return out
