@@ -174,3 +174,32 @@ def test_a_terminal_shows_pytests_lines_suitefits_lines_and_one_live_line(tmp_pa
     assert len(bars) == 1 and "37/37 tests" in bars[0] and "tree peak" in bars[0], text  # the live line's last state
     assert screen.index(bars[0]) > max(i for i, ln in enumerate(screen) if "passed in" in ln)
     assert not any(re.search(r".(suitefit:|suitefit ━)", ln) for ln in screen), text
+
+
+SPIKE = """
+import time
+def test_spike():
+    b = bytearray(300 * 2**20)
+    b[::4096] = b"x" * len(b[::4096])
+    time.sleep(0.5)  # sampled while it holds the memory
+    del b
+    time.sleep(0.3)  # ... and freed before the test ends, where the live line is fed
+"""
+
+
+def test_the_final_line_shows_the_runs_measured_peak(tmp_path: Path) -> None:
+    """One process: the live line is fed at test ends, after a spike is freed; its final
+    line must still say the peak the run measured (the closing lines' figure), not 'its' peak."""
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_spike.py").write_text(SPIKE)
+    (tmp_path / "tests" / "test_quick.py").write_text(QUICK)
+    res = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--suitefit",
+                          f"--suitefit-history={tmp_path / 'h.sqlite'}", "tests"],
+                         cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                         text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert res.returncode == 0, res.stdout
+    session = re.search(r"tree peak RSS (\d+) MiB", res.stdout)
+    done = re.search(r"^suitefit: done 13/13 collected tests, .*tree peak (\d+) MiB$", res.stdout, re.M)
+    assert session and done, res.stdout
+    assert int(session.group(1)) >= 300, res.stdout  # the spike is in the run's peak
+    assert done.group(1) == session.group(1), res.stdout

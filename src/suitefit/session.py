@@ -248,9 +248,6 @@ class RunSide:
         if self.control is not None:
             self.control.finish()
         self.leftovers.finish(workers=self.worker_pids.values())
-        if self.progress is not None:
-            self.progress.update(self.done, float("nan"))  # the count the rate limit held back
-            self.progress.freeze()  # its final line comes after pytest's output (close_progress)
         wall = timing.perf_counter() - self.t0
         cpu = timing.cpu_seconds() - self.cpu0
         h = self.history
@@ -261,6 +258,9 @@ class RunSide:
             "SELECT COUNT(*), MAX(peak_rss_mb) FROM workers WHERE run_id = ?", [self.run_id])[0]
         # A spike shorter than the sampling interval is still in a worker's exact (VmHWM) peak.
         peak = max(peaks.peak_rss_mb, worker_peak or 0.0)
+        if self.progress is not None:
+            self.progress.update(self.done, float("nan"))  # the count the rate limit held back
+            self.progress.freeze(peak)  # its final line comes after pytest's output (close_progress)
         status = {0: "passed", 1: "failed", 2: "interrupted", 3: "internal-error", 4: "usage-error",
                   5: "no-tests"}.get(exitstatus, "error")
         tr = self.config.pluginmanager.get_plugin("terminalreporter")

@@ -116,11 +116,18 @@ class Progress:
                 self._last_out = now
                 self._live.update(self._render(now), refresh=True)
 
-    def freeze(self) -> None:
-        """The tests are over: stop counting and keep this moment for the final line."""
+    def freeze(self, peak_mb: float | None = None) -> None:
+        """The tests are over: stop counting and keep this moment for the final line.
+
+        ``peak_mb``: the run's measured peak (the sampler's and every worker's exact high-water
+        mark). The live line sees the tree only at its redraws, which can miss a spike that
+        the run's closing lines report: the final line shows the same figure they do.
+        """
         with self._lock:
             if self._frozen is None:
                 self._frozen = self._clock()
+            if peak_mb is not None and math.isfinite(peak_mb) and peak_mb > 0:
+                self._peak_mb = peak_mb if self._peak_mb is None else max(self._peak_mb, peak_mb)
 
     def close(self) -> None:
         """Draw the final state once and stop; safe to call twice."""
