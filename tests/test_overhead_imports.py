@@ -98,6 +98,27 @@ def test_an_xdist_worker_loads_no_sampler_or_psutil(tmp_path: Path) -> None:
     assert "suitefit.measure.recorder" in loaded and got["logreport"] == ["WorkerRecorder"]
 
 
+def test_a_planned_run_loads_the_core_but_not_the_planner(tmp_path: Path) -> None:
+    """Under a plan (`suitefit run` execs pytest with one), the pytest process drives the
+    scheduling core: it has its plan and loads neither the planner nor ``statistics``
+    (fractions, decimal). The run's closing lines come without the failure explainer when
+    nothing failed."""
+    from suitefit.model import Budget, Plan, Unit
+
+    suite = _suite(tmp_path)
+    files = ("test_a.py", "test_c.py")
+    plan = Plan(workers=1, units=tuple(Unit(f, (f,), 0.1, 1.0) for f in files), budget=Budget(4096.0, 2),
+                predicted_wall_s=1.0, predicted_peak_mb=50.0, reasons=("hand-written for a test",))
+    (tmp_path / "plan.json").write_text(json.dumps(plan.to_json()))
+    base = ["--suitefit", f"--suitefit-history={tmp_path / 'h.sqlite'}", f"--suitefit-plan={tmp_path / 'plan.json'}"]
+    for args, process in ((["-n", "0"], "main"), (["-n", "2"], "main")):
+        loaded = set(_run_pytest(suite, *base, *args, process=process)["modules"])
+        assert "suitefit.plan.core" in loaded and "suitefit.run_control" in loaded, args  # it ran under the plan
+        for heavy in ("statistics", "suitefit.plan.planner", "suitefit.plan.grouping", "suitefit.plan.workers",
+                      "suitefit.costs", "suitefit.diagnose.explain"):
+            assert heavy not in loaded, (heavy, args)
+
+
 def test_the_sampler_modules_import_lean() -> None:
     code = ("import sys\nimport suitefit.measure.watcher, suitefit.historydb\n"
             "print(' '.join(sorted(sys.modules)))\n")

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import contextlib
 import re
-import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
 from suitefit.config import Config
 from suitefit.history import History
+from suitefit.median import median
 from suitefit.model import CostModel, FileCost, FixtureCost, OrderConstraint, WorkerCost
 from suitefit.plan.constraints import merge_constraints
 from suitefit.plan.planner import default_file_cost
@@ -172,8 +172,8 @@ def _fixtures(history: History, run_ids: Sequence[int]) -> tuple[
         tds = [float(r[3]) for r in rs if r[3] is not None]
         out.append(FixtureCost(
             name=name, scope=scope_of[name],
-            setup_s=statistics.median(float(r[2]) for r in rs),
-            teardown_s=statistics.median(tds) if tds else 0.0,
+            setup_s=median(float(r[2]) for r in rs),
+            teardown_s=median(tds) if tds else 0.0,
             procs=max(int(r[4] or 0) for r in rs),
             mb=max(float(r[5] or 0.0) for r in rs),
             files=tuple(files),
@@ -237,13 +237,13 @@ def _files(history: History, run_ids: Sequence[int], last: int,
         clean = [r for r in rs if not r[1][4]]
         rs = (clean or rs)[:last]  # runs where it failed, timed out or crashed: only if no other
         used.update(r[0] for r in rs)
-        wall = statistics.median(r[1][0] for r in rs)
+        wall = median(r[1][0] for r in rs)
         out[path] = FileCost(
             path=path,
             wall_s=wall,
             peak_mb=max(r[1][3] for r in rs),
             tests=int(rs[0][1][2]),
-            cpu_s=statistics.median(r[1][1] for r in rs),
+            cpu_s=median(r[1][1] for r in rs),
             fixtures=tuple(sorted(fx_of.get(path, ()))),
             measured=True,
             last_s=min(last_test.get((rs[0][0], path), 0.0), wall),
@@ -266,7 +266,7 @@ def _slowdown(history: History, run_ids: Sequence[int],
     for (run_id, path), acc in per.items():
         if n_of.get(run_id, 0) <= 1 and not acc[4]:
             serial.setdefault(path, []).append(acc[0])
-    ref = {p: statistics.median(v) for p, v in serial.items()}
+    ref = {p: median(v) for p, v in serial.items()}
     ratios: dict[int, dict[int, list[float]]] = {}
     for (run_id, path), acc in per.items():
         n = n_of.get(run_id, 0)
@@ -274,9 +274,9 @@ def _slowdown(history: History, run_ids: Sequence[int],
             ratios.setdefault(n, {}).setdefault(run_id, []).append(acc[0] / ref[path])
     out: dict[int, float] = {}
     for n, runs in ratios.items():
-        per_run = [statistics.median(r) for r in runs.values() if len(r) >= 3]
+        per_run = [median(r) for r in runs.values() if len(r) >= 3]
         if per_run:
-            out[n] = max(0.5, statistics.median(per_run))
+            out[n] = max(0.5, median(per_run))
     return out
 
 
@@ -336,7 +336,7 @@ def _overhead(history: History, run_ids: Sequence[int]) -> dict[int, float]:
         by_n.setdefault(n, []).append(command - model)
     if 1 not in by_n:
         by_n.update(_serial_overhead(history, run_ids))
-    return {n: statistics.median(v) for n, v in by_n.items() if len(v) >= 1}
+    return {n: median(v) for n, v in by_n.items() if len(v) >= 1}
 
 
 def _serial_overhead(history: History, run_ids: Sequence[int]) -> dict[int, list[float]]:
@@ -406,12 +406,12 @@ def _worker(history: History, run_ids: Sequence[int]) -> tuple[WorkerCost, str, 
         w = DEFAULT_WORKER
         return w, (f"no worker startup recorded: assumed {fmt_s(w.startup_s)} startup and "
                    f"{fmt_mb(w.baseline_mb)} baseline per worker"), {}
-    w = WorkerCost(startup_s=statistics.median(float(r[0]) for r in rows),
-                   baseline_mb=statistics.median(float(r[1]) for r in rows))
+    w = WorkerCost(startup_s=median(float(r[0]) for r in rows),
+                   baseline_mb=median(float(r[1]) for r in rows))
     by_n: dict[int, list[float]] = {}
     for startup, _, n in rows:
         by_n.setdefault(max(1, int(n or 0)), []).append(float(startup))
-    startups = {n: statistics.median(v) for n, v in by_n.items()}
+    startups = {n: median(v) for n, v in by_n.items()}
     return w, (f"worker startup {fmt_s(w.startup_s)} and baseline {fmt_mb(w.baseline_mb)}: "
                f"medians of {len(rows)} recorded worker(s)"), startups
 

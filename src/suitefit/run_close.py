@@ -129,6 +129,9 @@ class RunClose:
         its memory beside the whole run only to be useful after it. The exit status is
         pytest's already; a diagnosis never changes it.
         """
+        run = self.history.run(self.run_id)
+        if not (run.failed or run.errors):  # nothing failed: nothing to compare (nor to import)
+            return
         from suitefit.diagnose.explain import explain_run
 
         def say(line: str) -> None:

@@ -3,12 +3,12 @@ and the report all read this, so no verb re-derives another's figures."""
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from suitefit.history import History
+from suitefit.median import median
 from suitefit.rules import DEFAULT_RULES
 
 
@@ -131,8 +131,8 @@ def fixture_summaries(h: History, run_id: int) -> list[FixtureSummary]:
             FixtureSummary(
                 name=name,
                 scope=scope,
-                setup_s=statistics.median(r.setup_s for r in rows),
-                teardown_s=statistics.median(tds) if tds else None,
+                setup_s=median(r.setup_s for r in rows),
+                teardown_s=median(tds) if tds else None,
                 procs=max(r.procs for r in rows),
                 mb=max(r.mb for r in rows),
                 setups=len({r.worker for r in rows}),

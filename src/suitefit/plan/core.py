@@ -39,10 +39,10 @@ from __future__ import annotations
 
 import bisect
 import math
-import statistics
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from suitefit.median import median
 from suitefit.model import FixtureCost, Unit
 from suitefit.units import fmt_mb, fmt_s
 
@@ -231,8 +231,8 @@ class Core:
         self._stopped = False
         walls = [u.wall_s for u in units if len(u.files) == 1]
         peaks = [u.peak_mb for u in units if len(u.files) == 1]
-        self.default_wall_s = statistics.median(walls) if walls else DEFAULT_WALL_S
-        self.default_peak_mb = statistics.median(peaks) if peaks else DEFAULT_PEAK_MB
+        self.default_wall_s = median(walls) if walls else DEFAULT_WALL_S
+        self.default_peak_mb = median(peaks) if peaks else DEFAULT_PEAK_MB
 
     # -- reading ------------------------------------------------------------------------
 

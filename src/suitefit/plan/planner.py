@@ -8,11 +8,11 @@ fewest workers that reach the best predicted wall inside the budget.
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from suitefit.errors import SuitefitError
+from suitefit.median import median
 from suitefit.model import Budget, CostModel, FileCost, FixtureCost, Plan, Unit, release_verdict
 from suitefit.plan.chunks import split_long_files
 from suitefit.plan.core import Shutdown
@@ -43,8 +43,8 @@ def default_file_cost(measured: Sequence[FileCost], default_s: float | None = No
                 default_mb if default_mb is not None else DEFAULT_FILE_MB,
                 "[tool.suitefit] default_file_s/default_file_mb")
     if measured:
-        return (statistics.median(fc.wall_s for fc in measured),
-                statistics.median(fc.peak_mb for fc in measured), "the median of measured files")
+        return (median(fc.wall_s for fc in measured),
+                median(fc.peak_mb for fc in measured), "the median of measured files")
     return DEFAULT_FILE_S, DEFAULT_FILE_MB, "nothing measured yet"
 
 
