@@ -195,9 +195,12 @@ def test_a_commands_end_after_its_last_test_is_measured_and_planned(tmp_path: Pa
     # A plugin that takes 0.6 s at pytest's end (hypothesis imports itself in its terminal
     # summary; this conftest sleeps in unconfigure). pytest's process cannot see its own
     # exit: the profile's CLI measures it, and `suitefit run` records it at exit. The plans
-    # after one profile already include it, at one worker and at two.
+    # after one profile already include it: once at one worker; at two, twice, because xdist
+    # ends its workers' sessions before its controller's (checked below on a real run).
     import json
     import re
+
+    import pytest
 
     from suitefit.config import load_config
     from suitefit.costs import load_cost_model
@@ -206,13 +209,24 @@ def test_a_commands_end_after_its_last_test_is_measured_and_planned(tmp_path: Pa
 
     make_project(tmp_path, {f"test_{i}.py": "def test_a():\n    pass\n" for i in range(3)})
     (tmp_path / "tests" / "conftest.py").write_text(
-        "import time\n\ndef pytest_unconfigure(config):\n    time.sleep(0.6)\n")
+        "import os, time\n\ndef pytest_unconfigure(config):\n    t0 = time.time()\n    time.sleep(0.6)\n"
+        "    with open(os.path.join(str(config.rootpath), 'ends.txt'), 'a') as f:\n"
+        "        f.write(f\"{os.environ.get('PYTEST_XDIST_WORKER', 'main')} {t0} {time.time()}\\n\")\n")
     assert suitefit("profile", "--", "-q", cwd=tmp_path).returncode == 0
     costs, _ = load_cost_model(load_config(tmp_path))
     assert 0.6 <= costs.overhead_by_workers[1] < 3.0
-    for w in (1, 2):
-        plan = make_plan(costs, Budget(10_000, 2, workers=w))
-        assert plan.overhead_s == costs.overhead_by_workers[1]
+    one = make_plan(costs, Budget(10_000, 2, workers=1))
+    two = make_plan(costs, Budget(10_000, 2, workers=2))
+    assert one.overhead_s == costs.overhead_by_workers[1]
+    assert two.overhead_s == pytest.approx(2 * costs.overhead_by_workers[1])
+    assert any("no xdist run measured yet" in r for r in two.reasons), two.reasons
+    (tmp_path / "ends.txt").unlink()
+    assert suitefit("run", "--workers", "2", "--", "-q", cwd=tmp_path).returncode == 0
+    ends = {who: (float(a), float(b)) for who, a, b in
+            (ln.split() for ln in (tmp_path / "ends.txt").read_text().splitlines())}
+    assert set(ends) == {"main", "gw0", "gw1"}, ends
+    # what the derivation rests on: the controller's end begins after both workers' ends
+    assert ends["main"][0] >= max(ends["gw0"][1], ends["gw1"][1]) - 0.05, ends
     res = suitefit("run", "--workers", "1", "--", "-q", cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     said = float(re.search(r"command ([\d.]+) s", res.stderr).group(1))  # type: ignore[union-attr]

@@ -90,13 +90,15 @@ def build_cost_model(history: History | None, *, files: Sequence[str] = (),
             fcosts[f] = FileCost(path=f, wall_s=s, peak_mb=mb, measured=False)
         notes.append(f"{len(missing)} file(s) never measured: default {fmt_s(s)} / {fmt_mb(mb)} "
                      f"each ({src})")
+    overheads, derived = _overhead(history, run_ids) if history is not None and run_ids else ({}, ())
     return CostModel(
         files=tuple(fcosts[f] for f in sorted(fcosts)),
         fixtures=fixtures,
         worker=worker,
         slowdown=slowdown,
         startup_by_workers=startups,
-        overhead_by_workers=_overhead(history, run_ids) if history is not None and run_ids else {},
+        overhead_by_workers=overheads,
+        overhead_derived=derived,
         sampler_mb=_sampler_mb(history, run_ids) if history is not None and run_ids else 0.0,
         peak_errors=_peak_errors(history) if history is not None else (),
         serial_peak_mb=serial_peak,
@@ -317,9 +319,16 @@ def _peak_errors(history: History, limit: int = PEAK_ERROR_RUNS) -> tuple[float,
     return tuple(out)
 
 
-def _overhead(history: History, run_ids: Sequence[int]) -> dict[int, float]:
+def _overhead(history: History, run_ids: Sequence[int]) -> tuple[dict[int, float], tuple[int, ...]]:
     """Worker count -> the median of what recorded `suitefit run` commands took beyond their
-    plan's model (the plan's prediction less the overhead it had already added)."""
+    plan's model (the plan's prediction less the overhead it had already added); and the
+    counts whose figure is derived rather than measured at that count.
+
+    Before any xdist run, the figure for workers is derived from the serial ones: an xdist
+    run ends its workers' sessions first (each ends as a serial pytest does after its last
+    test: summary, plugins' unconfigure, exit) and only then its controller's, which ends as
+    the one-process command does. So: the one-process figure plus a serial end.
+    """
     import json
 
     by_n: dict[int, list[float]] = {}
@@ -334,16 +343,20 @@ def _overhead(history: History, run_ids: Sequence[int]) -> dict[int, float]:
         except (ValueError, KeyError, TypeError):
             continue
         by_n.setdefault(n, []).append(command - model)
-    if 1 not in by_n:
-        by_n.update(_serial_overhead(history, run_ids))
-    return {n: median(v) for n, v in by_n.items() if len(v) >= 1}
+    serial_ends = _serial_overhead(history, run_ids)
+    if 1 not in by_n and serial_ends:
+        by_n[1] = serial_ends
+    out = {n: median(v) for n, v in by_n.items() if v}
+    if 1 in out and not any(n >= 2 for n in out):
+        out[2] = out[1] + (median(serial_ends) if serial_ends else out[1])
+        return out, (2,)
+    return out, ()
 
 
-def _serial_overhead(history: History, run_ids: Sequence[int]) -> dict[int, list[float]]:
+def _serial_overhead(history: History, run_ids: Sequence[int]) -> list[float]:
     """Before any planned run: what a measured serial command (a profile) took beyond its
     startup and its tests, i.e. its end after the last test (pytest's summary, plugins'
-    unconfigure, the exit). Used at the nearest worker count too: every xdist worker and
-    then the controller end the same way."""
+    unconfigure, the exit). Every xdist worker ends the same way before its controller does."""
     import json
 
     out: list[float] = []
@@ -360,7 +373,7 @@ def _serial_overhead(history: History, run_ids: Sequence[int]) -> dict[int, list
         if startup is None or first is None or last is None:
             continue
         out.append(command - float(startup) - (float(last) - float(first)))
-    return {1: out} if out else {}
+    return out
 
 
 def _doubtful(history: History, run_ids: Sequence[int]) -> dict[tuple[int, str], tuple[float, float]]:

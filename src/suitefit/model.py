@@ -142,6 +142,7 @@ class CostModel:
     # worker count -> what past `suitefit run` commands took beyond the model's prediction
     # (suitefit's own start, the sampler, pytest's start before the conftest): measured
     overhead_by_workers: Mapping[int, float] = field(default_factory=dict)
+    overhead_derived: tuple[int, ...] = ()  # counts whose figure comes from the serial ones (costs._overhead)
     sampler_mb: float = 0.0  # suitefit's sampler process, measured: a runner's limit counts it too
     # recent planned runs, newest first: measured peak / predicted peak - 1 (> 0: under-predicted)
     peak_errors: tuple[float, ...] = ()

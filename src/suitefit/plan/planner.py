@@ -232,10 +232,18 @@ def _plan_one(costs: CostModel, budget: Budget, rules: GroupingRules,
     reasons = list(pre_reasons)
     reasons += list(costs.notes) + notes
     if overhead_for(chosen.workers) > 0:
-        reasons.append(f"predicted wall includes {fmt_s(overhead_for(chosen.workers))} that past "
-                       f"commands took beyond the model at about this worker count (suitefit's and "
-                       f"pytest's own start and end; before any planned run, a serial profile's end "
-                       f"after its last test), as measured")
+        oh = costs.overhead_by_workers
+        nearest = min(oh, key=lambda n: abs(n - chosen.workers))
+        if nearest in costs.overhead_derived:
+            reasons.append(f"predicted wall includes {fmt_s(overhead_for(chosen.workers))} for the run's "
+                           f"start and end, from serial runs (no xdist run measured yet): what a "
+                           f"one-process command took beyond the model, plus a serial pytest's end "
+                           f"after its last test, which each worker takes before the controller ends")
+        else:
+            reasons.append(f"predicted wall includes {fmt_s(overhead_for(chosen.workers))} that past "
+                           f"commands took beyond the model at about this worker count (suitefit's and "
+                           f"pytest's own start and end; before any planned run, a serial profile's end "
+                           f"after its last test), as measured")
     doubtful = sorted(fc.path for fc in fcs.values() if not fc.trusted)
     if doubtful:
         reasons.append(f"{len(doubtful)} file(s) measured only in runs where some of their tests "
