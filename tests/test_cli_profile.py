@@ -236,3 +236,37 @@ def test_a_commands_end_after_its_last_test_is_measured_and_planned(tmp_path: Pa
         at_exit = json.loads(h.execute("SELECT meta FROM runs WHERE id = ?", [run.id])[0][0])["command_wall_s"]
     # the closing line comes at pytest's unconfigure (after the slow plugin's); the record at exit
     assert said >= 0.6 and said <= at_exit < said + 1.0
+
+
+def test_xdists_controller_is_planned_without_the_collection_it_skips(tmp_path: Path) -> None:
+    # Three modules that take 0.5 s each to import: a serial run's startup includes 1.5 s of
+    # collection. xdist's controller imports the conftest and plugins like a serial pytest
+    # but collects nothing before it starts its workers: the plan counts it at the serial
+    # startup less the collection (networkx: 8.7 s of startup, 7.5 s of it collection).
+    import pytest
+
+    from suitefit.config import load_config
+    from suitefit.costs import load_cost_model
+    from suitefit.model import Budget
+    from suitefit.plan import make_plan
+
+    slow = "import time\ntime.sleep(0.5)\n\ndef test_a():\n    pass\n"
+    make_project(tmp_path, {f"test_{i}.py": slow for i in range(3)})
+    assert suitefit("profile", "--", "-q", cwd=tmp_path).returncode == 0
+    with History(tmp_path / ".suitefit" / "history.sqlite") as h:
+        (main,) = h.workers(h.runs(limit=1)[0].id)
+    assert main.collect_s is not None and main.startup_s is not None and 1.5 <= main.collect_s < main.startup_s
+    costs, _ = load_cost_model(load_config(tmp_path))
+    assert costs.controller_s == pytest.approx(main.startup_s - main.collect_s)
+    plan = make_plan(costs, Budget(10_000, 2, workers=2))
+    assert any("less its collection" in r for r in plan.reasons), plan.reasons
+    # what it rests on, watched on a real run: the workers start before the controller
+    # could have collected anything like the suite
+    assert suitefit("run", "--workers", "2", "--", "-q", cwd=tmp_path).returncode == 0
+    with History(tmp_path / ".suitefit" / "history.sqlite") as h:
+        run = h.runs(limit=1)[0]
+        workers = h.workers(run.id)
+        pid_started = run.meta_dict.get("pid_started") or run.started
+    assert [w.worker for w in workers] == ["gw0", "gw1"] and all(w.collect_s and w.collect_s >= 1.5 for w in workers)
+    assert all(w.started is not None and w.started - pid_started < main.collect_s for w in workers), \
+        (pid_started, workers)

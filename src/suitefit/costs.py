@@ -61,12 +61,14 @@ def build_cost_model(history: History | None, *, files: Sequence[str] = (),
     startups: dict[int, float] = {}
     fixtures: tuple[FixtureCost, ...] = ()
     worker = DEFAULT_WORKER
+    controller_s: float | None = None
     serial_peak: float | None = None
     used_runs: set[int] = set()
     if history is not None and run_ids:
         fixtures, fx_rows, fx_files = _fixtures(history, run_ids)
         fcosts, used_runs, slowdown = _files(history, run_ids, last, fx_rows, fx_files)
         worker, wnote, startups = _worker(history, sorted(used_runs))
+        controller_s = _controller_start(history, sorted(used_runs))
         notes.append(wnote)
         if slowdown:
             notes.append("measured slowdown against a serial run: " + ", ".join(
@@ -97,6 +99,7 @@ def build_cost_model(history: History | None, *, files: Sequence[str] = (),
         worker=worker,
         slowdown=slowdown,
         startup_by_workers=startups,
+        controller_s=controller_s,
         overhead_by_workers=overheads,
         overhead_derived=derived,
         sampler_mb=_sampler_mb(history, run_ids) if history is not None and run_ids else 0.0,
@@ -427,6 +430,17 @@ def _worker(history: History, run_ids: Sequence[int]) -> tuple[WorkerCost, str, 
     startups = {n: median(v) for n, v in by_n.items()}
     return w, (f"worker startup {fmt_s(w.startup_s)} and baseline {fmt_mb(w.baseline_mb)}: "
                f"medians of {len(rows)} recorded worker(s)"), startups
+
+
+def _controller_start(history: History, run_ids: Sequence[int]) -> float | None:
+    """What xdist's controller takes before it starts its workers: a one-process run's
+    startup less its collection (the controller imports the same conftest and plugins but
+    collects nothing). None when no such run recorded its collection."""
+    rows = history.execute(
+        f"SELECT w.startup_s - w.collect_s FROM workers w JOIN runs r ON r.id = w.run_id "
+        f"WHERE w.run_id IN ({_q(run_ids)}) AND r.workers <= 1 AND w.startup_s IS NOT NULL "
+        f"AND w.collect_s IS NOT NULL")
+    return max(0.0, median(float(r[0]) for r in rows)) if rows else None
 
 
 def load_cost_model(cfg: Config, history_path: Path | None = None,

@@ -77,6 +77,7 @@ class WorkerRecord:
     tests: int = 0
     status: str = "ok"  # ok, died
     detail: str | None = None
+    collect_s: float | None = None  # its collection (pytest_collection), part of startup_s
 
 
 @dataclass

@@ -135,6 +135,7 @@ _TABLES = frozenset(stmt.split("CREATE TABLE IF NOT EXISTS", 1)[1].split()[0]
 _ADDED_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("fixtures", "autouse", "INTEGER NOT NULL DEFAULT 0"),
     ("tests", "reason", "TEXT"),  # a failed test's short reason (its crash line), else NULL
+    ("workers", "collect_s", "REAL"),  # its collection's wall time: what xdist's controller skips
 )
 
 

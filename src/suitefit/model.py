@@ -139,6 +139,8 @@ class CostModel:
     # worker count -> one worker's startup when that many start together
     slowdown: Mapping[int, float] = field(default_factory=dict)
     startup_by_workers: Mapping[int, float] = field(default_factory=dict)
+    # xdist's controller before it starts its workers: a serial startup less its collection
+    controller_s: float | None = None
     # worker count -> what past `suitefit run` commands took beyond the model's prediction
     # (suitefit's own start, the sampler, pytest's start before the conftest): measured
     overhead_by_workers: Mapping[int, float] = field(default_factory=dict)

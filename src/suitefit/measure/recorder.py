@@ -154,6 +154,7 @@ class WorkerRecorder:
         self._known: set[int] = set()
         self.leftovers: list[Any] = []
         self._started = proctree.create_time(self.pid)
+        self._collect_s: float | None = None
         self.channel.send("H", self.worker, self.pid)
 
     @property
@@ -161,6 +162,16 @@ class WorkerRecorder:
         return self._current, self._current_since
 
     # -- hooks --------------------------------------------------------------------------
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_collection(self, session: pytest.Session) -> Any:
+        """How long collecting took: part of this process's startup that xdist's controller,
+        which collects nothing, does not pay before it starts its workers."""
+        t0 = timing.perf_counter()
+        try:
+            return (yield)
+        finally:
+            self._collect_s = timing.perf_counter() - t0
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         pairs: set[tuple[str, str]] = set()
@@ -385,7 +396,7 @@ class WorkerRecorder:
         # baseline and peak memory are the sampler process's; it adds them after "D"
         self.history.upsert_worker(
             WorkerRecord(self.run_id, self.worker, self.pid, self._started, self._first_test,
-                         startup, None, None, self._seq)
+                         startup, None, None, self._seq, collect_s=self._collect_s)
         )
         self.channel.send("D", self.worker)
         self.channel.close()

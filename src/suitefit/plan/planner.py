@@ -182,6 +182,11 @@ def _plan_one(costs: CostModel, budget: Budget, rules: GroupingRules,
     # long as a measured serial command's end after its last test
     exit_s = max(0.0, costs.overhead_by_workers.get(1, 0.0))
 
+    # xdist's controller starts like a serial pytest but collects nothing before its workers
+    # start: measured as a serial run's startup less its collection, else a whole startup
+    controller_start_s = (costs.controller_s if costs.controller_s is not None
+                          else costs.startup_by_workers.get(1, worker.startup_s))
+
     def startup_for(w: int) -> float:
         return costs.startup_by_workers.get(w, worker.startup_s * slow_for(w))
     releasable = releasable_fixtures(plan_fixtures, rules, costs.release)
@@ -199,7 +204,7 @@ def _plan_one(costs: CostModel, budget: Budget, rules: GroupingRules,
         # worker's startup (in series) and baseline.
         # the sampler process is in the tree a runner's limit counts, whatever the count
         controller_mb = (worker.baseline_mb if w >= 2 else 0.0) + costs.sampler_mb
-        controller_s = costs.startup_by_workers.get(1, worker.startup_s) if w >= 2 else 0.0
+        controller_s = controller_start_s if w >= 2 else 0.0
         sim = simulate(tmp, startup_s=startup_for(w), baseline_mb=worker.baseline_mb,
                        budget_mb=budget.memory_mb, fixed_mb=controller_mb, slow=slow_for(w), log=True,
                        exit_s=exit_s,
@@ -258,8 +263,12 @@ def _plan_one(costs: CostModel, budget: Budget, rules: GroupingRules,
     reasons.append(f"headroom: {fmt_mb(room_mb)} kept free, {room_why}; units are admitted "
                    f"against {fmt_mb(budget.memory_mb)}")
     reasons.append(f"each worker: {fmt_s(worker.startup_s)} startup, {fmt_mb(worker.baseline_mb)} "
-                   f"baseline" + ("; xdist's controller process counted as one more startup "
-                                  "(before the workers start) and baseline" if chosen.workers >= 2 else ""))
+                   f"baseline" + (f"; xdist's controller process counted as one more baseline and "
+                                  f"{fmt_s(controller_start_s)} before the workers start ("
+                                  + ("a serial run's startup less its collection: the controller "
+                                     "collects nothing" if costs.controller_s is not None else
+                                     "a whole startup: no run recorded its collection yet") + ")"
+                                  if chosen.workers >= 2 else ""))
     if costs.serial_peak_mb is not None:
         reasons.append(f"a serial run peaked at {fmt_mb(costs.serial_peak_mb)}: the floor of what "
                        f"running at all costs" + (" - above this budget" if
