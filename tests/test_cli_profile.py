@@ -235,7 +235,7 @@ def test_a_commands_end_after_its_last_test_is_measured_and_planned(tmp_path: Pa
         assert run.kind == "run"
         at_exit = json.loads(h.execute("SELECT meta FROM runs WHERE id = ?", [run.id])[0][0])["command_wall_s"]
     # the closing line comes at pytest's unconfigure (after the slow plugin's); the record at exit
-    assert said >= 0.6 and said <= at_exit < said + 1.0
+    assert said >= 0.6 and said - 0.05 <= at_exit < said + 1.0  # said: to 0.1 s
 
 
 def test_xdists_controller_is_planned_without_the_collection_it_skips(tmp_path: Path) -> None:

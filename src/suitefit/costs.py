@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from suitefit.config import Config
 from suitefit.history import History
@@ -192,13 +193,14 @@ def _files(history: History, run_ids: Sequence[int], last: int,
            fx_users: Mapping[int, Mapping[str, set[str]]]
            ) -> tuple[dict[str, FileCost], set[int], dict[int, float]]:
     rows = history.execute(
-        f"SELECT run_id, worker, path, started, wall_s, cpu_s, tests, peak_mb FROM files "
+        f"SELECT run_id, worker, path, started, wall_s, cpu_s, tests, peak_mb, baseline_mb FROM files "
         f"WHERE run_id IN ({_q(run_ids)}) ORDER BY run_id, worker, started")
     doubt = _doubtful(history, run_ids)
     # per (run, path): [wall, cpu, tests, peak]
     per: dict[tuple[int, str], list[float]] = {}
     first_user: dict[tuple[int, str, str], bool] = {}
-    for run_id, worker, path, _started, wall_s, cpu_s, tests, peak_mb in rows:
+    kept = _kept(rows, fx_on_worker, fx_users, _runs_with_releases(history, run_ids))
+    for run_id, worker, path, _started, wall_s, cpu_s, tests, peak_mb, _baseline in rows:
         wall, peak = float(wall_s), float(peak_mb)
         held = fx_on_worker.get((run_id, worker))
         if held:  # charge fixture setup to the fixture, on the first file that used it here
@@ -253,8 +255,54 @@ def _files(history: History, run_ids: Sequence[int], last: int,
             measured=True,
             last_s=min(last_test.get((rs[0][0], path), 0.0), wall),
             trusted=not clean_missing(rs),
+            kept_mb=median(ks) if (ks := [kept[(r[0], path)] for r in rs if (r[0], path) in kept]) else 0.0,
         )
     return out, used, slowdown
+
+
+def _runs_with_releases(history: History, run_ids: Sequence[int]) -> set[int]:
+    """Runs whose plan released fixtures early: a released fixture's memory returning would
+    read as a file keeping less than it does."""
+    import json
+
+    out: set[int] = set()
+    for run_id, plan_text in history.execute(
+            f"SELECT id, plan FROM runs WHERE id IN ({_q(run_ids)}) AND plan IS NOT NULL"):
+        with contextlib.suppress(ValueError, TypeError, AttributeError):
+            if json.loads(plan_text).get("releasable"):
+                out.add(int(run_id))
+    return out
+
+
+def _kept(rows: Sequence[Sequence[Any]],
+          fx_on_worker: Mapping[tuple[int, str], Mapping[str, tuple[float, float]]],
+          fx_users: Mapping[int, Mapping[str, set[str]]], skip_runs: Collection[int]) -> dict[tuple[int, str], float]:
+    """(run, file) -> what its worker still held after it: the next file's baseline there
+    less its own, less the persistent fixtures it set up (those are counted as fixtures).
+    Signed: a file that frees what earlier ones kept reads negative, so that a worker's sum
+    over its files is its measured growth, not a sum of noise's positive parts. The last
+    file on a worker has no next file: not measured. ``rows``: the files query, by run,
+    worker and start."""
+    out: dict[tuple[int, str], float] = {}
+    prev: tuple[int, str, str, float, float] | None = None  # run, worker, path, baseline, fixture MiB
+    seen: set[tuple[int, str, str]] = set()
+    for run_id, worker, path, _s, _w, _c, _t, _p, baseline in rows:
+        if baseline is None or int(run_id) in skip_runs:
+            prev = None
+            continue
+        if prev is not None and prev[:2] == (run_id, worker):
+            key = (prev[0], prev[2])
+            out[key] = out.get(key, 0.0) + float(baseline) - prev[3] - prev[4]
+        fx_mb = 0.0
+        held = fx_on_worker.get((run_id, worker))
+        if held:
+            users = fx_users.get(run_id, {})
+            for name, (_setup, mb) in held.items():
+                if path in users.get(name, ()) and (run_id, worker, name) not in seen:
+                    seen.add((run_id, worker, name))
+                    fx_mb += mb
+        prev = (run_id, worker, path, float(baseline), fx_mb)
+    return out
 
 
 def _slowdown(history: History, run_ids: Sequence[int],

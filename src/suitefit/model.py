@@ -29,6 +29,9 @@ class FileCost:
     measured: bool = True  # False: never seen, a stated default
     last_s: float = 0.0  # its last test's time (an xdist worker holds that test until a next unit)
     trusted: bool = True  # False: measured only in runs where its tests timed out, crashed or stopped
+    # memory its worker still holds after it (caches, imported modules, globals): the next
+    # file's baseline less its own, less the persistent fixtures it set up; signed
+    kept_mb: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -180,6 +183,7 @@ class Unit:
     reason: str = ""
     last_s: float = 0.0  # predicted duration of its last test (xdist holds it until a next unit)
     chunk: tuple[int, int] | None = None  # (k, n): only the k-th of n slices of its one file's tests
+    kept_mb: float = 0.0  # what its worker still holds after it (its files' kept_mb; signed)
 
 
 @dataclass(frozen=True)
@@ -232,6 +236,7 @@ class Plan:
                 reason=u.get("reason", ""),
                 last_s=float(u.get("last_s", 0.0)),
                 chunk=(int(u["chunk"][0]), int(u["chunk"][1])) if u.get("chunk") else None,
+                kept_mb=float(u.get("kept_mb", 0.0)),
             )
             for u in d["units"]
         )

@@ -50,7 +50,7 @@ def split_long_files(units: Sequence[Unit], file_costs: Mapping[str, FileCost],
         for k in range(1, m + 1):
             out.append(Unit(
                 name=f"{u.name}[{k}/{m}]", files=u.files, wall_s=u.wall_s / m + (setup if k > 1 else 0.0),
-                peak_mb=u.peak_mb, fixtures=u.fixtures, chunk=(k, m),
+                peak_mb=u.peak_mb, fixtures=u.fixtures, chunk=(k, m), kept_mb=u.kept_mb / m,
                 last_s=u.last_s if k == m else min(per_test, u.wall_s / m),
                 reason=(f"chunk {k}/{m} of {fc.path} ({fc.tests} tests, {fmt_s(u.wall_s)}): longer "
                         f"than the ideal lane {fmt_s(lane_s)}; each chunk pays {fmt_s(setup)} of "

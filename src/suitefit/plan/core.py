@@ -18,6 +18,9 @@ What it models, because xdist does it:
   their sum.
 - A session/package fixture stays on its worker from its first user until the worker
   ends, unless the core releases it after its last user there (``Release``).
+- A worker keeps memory after a unit ends (caches, imported modules, globals: a unit's
+  ``kept_mb``, measured): it adds up over the units the worker runs, so a long-lived
+  worker grows as a serial run does, and only ending the worker returns it.
 
 Memory admission: a unit goes to a worker only if the predicted tree (every worker's
 baseline, the fixtures resident on it, the largest unit it has queued, the controller)
@@ -40,7 +43,7 @@ from __future__ import annotations
 import bisect
 import math
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from suitefit.median import median
 from suitefit.model import FixtureCost, Unit
@@ -124,12 +127,14 @@ class _Slot:
 
 
 class _Worker:
-    __slots__ = ("base", "closing", "draining", "holding", "name", "peak", "queue", "wait_reason", "waiting")
+    __slots__ = ("base", "closing", "draining", "holding", "kept", "name", "peak", "queue", "wait_reason",
+                 "waiting")
 
     def __init__(self, name: str) -> None:
         self.name = name
         self.queue: list[_Slot] = []  # sent, not finished; [0] runs (or is next to run)
         self.base: set[str] = set()  # fixtures resident before queue[0] (set up by finished units)
+        self.kept = 0.0  # what its finished units left behind (signed; never counted below 0)
         self.peak = 0.0  # predicted peak above baseline over the queue (cached)
         self.waiting = False  # asked and got Wait
         self.wait_reason = ""
@@ -280,7 +285,7 @@ class Core:
             dropped += len(s.unit.files) - len(files)
             if files:
                 u = s.unit
-                s.unit = Unit(u.name, files, u.wall_s, u.peak_mb, u.fixtures, u.reason, u.last_s, u.chunk)
+                s.unit = replace(u, files=files)
             else:
                 self._take(s)
         if dropped:
@@ -362,10 +367,10 @@ class Core:
         if w.queue and w.queue[0].start is not None:
             res.update(w.queue[0].fx)
             own = w.queue[0].own
-        return self.baseline_mb + sum(self._fx_mb[f] for f in res) + own
+        return self.baseline_mb + max(0.0, w.kept) + sum(self._fx_mb[f] for f in res) + own
 
     def _resting(self, w: _Worker) -> float:
-        return self.baseline_mb + sum(self._fx_mb[f] for f in w.base)
+        return self.baseline_mb + max(0.0, w.kept) + sum(self._fx_mb[f] for f in w.base)
 
     def _visible_total(self) -> float:
         return self.fixed_mb + sum(self._visible(w) for w in self._workers.values())
@@ -390,6 +395,7 @@ class Core:
         if i is None:
             raise ValueError(f"worker {name} is not running {unit}")
         s = w.queue.pop(i)
+        w.kept += s.unit.kept_mb
         w.base |= set(s.fx)
         w.base -= s.release
         if s is self._blocked:
@@ -478,15 +484,22 @@ class Core:
         return slots[self._head] if self._head < len(slots) else None
 
     def _walk(self, w: _Worker, extra: _Slot | None = None) -> tuple[float, set[str]]:
-        """Peak above baseline over ``w``'s queue (plus ``extra`` behind it), and what stays resident."""
+        """Peak above baseline over ``w``'s queue (plus ``extra`` behind it), and the fixtures
+        that stay resident. Each unit runs on what the ones before it kept."""
         res = set(w.base)
         mb = self._fx_mb
-        peak = sum(mb[f] for f in res)
+        kept = w.kept
+        peak = max(0.0, kept) + sum(mb[f] for f in res)
         for s in (*w.queue, extra) if extra is not None else w.queue:
             res.update(s.fx)
-            peak = max(peak, sum(mb[f] for f in res) + s.own)
+            peak = max(peak, max(0.0, kept) + sum(mb[f] for f in res) + s.own)
             res -= s.release
-        return peak, res
+            kept += s.unit.kept_mb
+        return max(peak, max(0.0, kept) + sum(mb[f] for f in res)), res
+
+    def _kept_after(self, w: _Worker) -> float:
+        """What ``w`` will have kept once its queue is done: only ending it returns that."""
+        return max(0.0, w.kept + sum(s.unit.kept_mb for s in w.queue))
 
     def _refresh(self, w: _Worker) -> None:
         peak, _ = self._walk(w)
@@ -510,10 +523,11 @@ class Core:
         return self.fixed_mb + len(self._workers) * self.baseline_mb
 
     def _pinned_mb(self, besides: Collection[str] = ()) -> float:
-        """Resident memory no order can free: fixtures set up and never released."""
+        """Resident memory no order can free: fixtures set up and never released, and what
+        the workers keep."""
         pinned = {f for w in self._workers.values() for f in self._walk(w)[1]
                   if f not in self._releasable and f not in besides}
-        return sum(self._fx_mb[f] for f in pinned)
+        return sum(self._fx_mb[f] for f in pinned) + sum(self._kept_after(w) for w in self._workers.values())
 
     def _ever_fits(self, slot: _Slot) -> bool:
         if self.budget_mb is None:

@@ -10,7 +10,7 @@ off the critical path. User-declared groups are units exactly as declared.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from suitefit.errors import SuitefitError
 from suitefit.model import DEFAULT_RULES, CostModel, FileCost, FixtureCost, GroupingRules, Unit
@@ -133,9 +133,11 @@ def make_unit(name: str, files: Sequence[str], file_costs: Mapping[str, FileCost
     fx_names: set[str] = set()
     wall = 0.0
     own_peak = 0.0
+    kept = 0.0
     for f in files:
         fc = file_costs[f]
         wall += fc.wall_s
+        kept += fc.kept_mb
         own_peak = max(own_peak, fc.peak_mb)
         fx_names.update(n for n in fc.fixtures if n in fixtures)
     names = tuple(sorted(fx_names))
@@ -143,7 +145,7 @@ def make_unit(name: str, files: Sequence[str], file_costs: Mapping[str, FileCost
     peak = own_peak + sum(fixtures[n].mb for n in names)
     last = file_costs[files[-1]] if files else None
     return Unit(name=name, files=tuple(files), wall_s=wall, peak_mb=peak, fixtures=names,
-                reason=reason, last_s=_last_test_s(last) if last else 0.0)
+                reason=reason, last_s=_last_test_s(last) if last else 0.0, kept_mb=kept)
 
 
 def _last_test_s(fc: FileCost) -> float:
@@ -201,9 +203,8 @@ def build_units(groups: Groups, file_costs: Mapping[str, FileCost],
         u = make_unit(f"group:{name}", files, file_costs, fixtures,
                       f"{what} {name!r} ({len(files)} files): kept whole, in declared order")
         if u.wall_s > lane_s and workers > 1:
-            u = Unit(u.name, u.files, u.wall_s, u.peak_mb, u.fixtures,
-                     u.reason + f"; at {fmt_s(u.wall_s)} it is longer than the ideal lane "
-                     f"{fmt_s(lane_s)} and sets the wall time")
+            u = replace(u, reason=u.reason + f"; at {fmt_s(u.wall_s)} it is longer than the ideal lane "
+                        f"{fmt_s(lane_s)} and sets the wall time")
         units.append(u)
     for g in groups.fixture_groups:
         setup = sum(fixtures[n].setup_s for n in g.fixtures)

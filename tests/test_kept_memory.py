@@ -1,0 +1,65 @@
+"""Memory a worker keeps after a file ends (caches, imported modules, globals), end to end.
+
+A serial profile measures it per file (the next file's baseline less the file's own);
+the plan adds it up per worker, so a worker that runs half the files is predicted to
+keep half of what the serial run kept. Watched on a real xdist run.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from pathlib import Path
+
+from clihelp import suitefit
+
+from suitefit.config import load_config
+from suitefit.costs import load_cost_model
+from suitefit.model import Budget
+from suitefit.plan import make_plan
+
+N_FILES = 8
+KEEPS_MB = 40
+
+# Each file's test keeps 40 MiB, touched, in a list that lives as long as the process.
+CONFTEST = "KEPT = []\n"
+TEST = f"""
+from conftest import KEPT
+
+def test_keeps():
+    b = bytearray({KEEPS_MB} * 2**20)
+    b[::4096] = b"x" * len(b[::4096])
+    KEPT.append(b)
+"""
+
+
+def _project(root: Path) -> None:
+    (root / "tests").mkdir()
+    (root / "pyproject.toml").write_text('[tool.pytest.ini_options]\ntestpaths = ["tests"]\n')
+    (root / "tests" / "conftest.py").write_text(CONFTEST)
+    for i in range(N_FILES):
+        (root / "tests" / f"test_k{i}.py").write_text(TEST)
+
+
+def test_kept_memory_is_measured_per_file_and_predicted_per_worker(tmp_path: Path) -> None:
+    _project(tmp_path)
+    assert suitefit("profile", "--", "-q", cwd=tmp_path).returncode == 0
+    costs, _ = load_cost_model(load_config(tmp_path))
+    kept = sorted(fc.kept_mb for fc in costs.files)
+    # every file but the serial run's last (no next file to read its baseline from)
+    assert sum(1 for k in kept if abs(k - KEEPS_MB) <= 8) >= N_FILES - 1, kept
+    budget = Budget(100_000, 2, workers=2)
+    plan = make_plan(costs, budget)
+    blind = make_plan(replace(costs, files=tuple(replace(fc, kept_mb=0.0) for fc in costs.files)), budget)
+    # two workers each keep about half of what the serial run kept
+    assert plan.predicted_peak_mb - blind.predicted_peak_mb >= (N_FILES - 2) * KEEPS_MB * 0.8, \
+        (plan.predicted_peak_mb, blind.predicted_peak_mb)
+    res = suitefit("run", "--workers", "2", "--", "-q", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    m = re.search(r"peak (\d+) MiB \(predicted (\d+) MiB", res.stderr)
+    assert m, res.stderr
+    measured, predicted = int(m.group(1)), int(m.group(2))
+    assert predicted == round(plan.predicted_peak_mb)  # the run was planned as above
+    assert abs(predicted - measured) <= 0.15 * measured, res.stderr
+    print(f"kept-memory peak: measured {measured} MiB, predicted {predicted}, without kept {blind.predicted_peak_mb:.0f}")
+    assert blind.predicted_peak_mb < 0.7 * measured  # without it, the prediction was far off
