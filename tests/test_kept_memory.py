@@ -51,6 +51,7 @@ def test_kept_memory_is_measured_per_file_and_predicted_per_worker(tmp_path: Pat
     budget = Budget(100_000, 2, workers=2)
     plan = make_plan(costs, budget)
     blind = make_plan(replace(costs, files=tuple(replace(fc, kept_mb=0.0) for fc in costs.files)), budget)
+    assert any(r.startswith("kept memory: ") for r in plan.reasons), plan.reasons  # `suitefit plan` says so
     # two workers each keep about half of what the serial run kept
     assert plan.predicted_peak_mb - blind.predicted_peak_mb >= (N_FILES - 2) * KEEPS_MB * 0.8, \
         (plan.predicted_peak_mb, blind.predicted_peak_mb)

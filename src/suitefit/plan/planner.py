@@ -273,6 +273,12 @@ def _plan_one(costs: CostModel, budget: Budget, rules: GroupingRules,
         reasons.append(f"a serial run peaked at {fmt_mb(costs.serial_peak_mb)}: the floor of what "
                        f"running at all costs" + (" - above this budget" if
                                                   costs.serial_peak_mb > outer.memory_mb else ""))
+    keepers = sorted((fc for fc in fcs.values() if fc.kept_mb >= 1.0), key=lambda fc: -fc.kept_mb)
+    if keepers:
+        kept_total = sum(max(0.0, fc.kept_mb) for fc in fcs.values())
+        reasons.append(f"kept memory: {len(keepers)} file(s) leave memory in their worker after they end, "
+                       f"{fmt_mb(kept_total)} in all (the most: {keepers[0].path}, "
+                       f"{fmt_mb(keepers[0].kept_mb)}); each worker carries what its own files kept")
     reasons += wreasons
     for u in chosen.units:
         if u.name.startswith(("fixture:", "group:")):
