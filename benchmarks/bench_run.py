@@ -20,7 +20,7 @@ more than the measured noise above the best xdist mode's; in the budget case, ev
 peak inside the budget and the median wall below serial's.
 
     .venv/bin/python benchmarks/bench_run.py [--shapes pool-heavy,hog-heavy,many-small]
-        [--scale 0.5] [--rounds 3] [--workers N] [--keep DIR] [--json OUT]
+        [--scale 0.5] [--rounds 3] [--workers N] [--keep DIR] [--json OUT] [--bytecode cached|as-is]
 
 Prints the tables; exits 1 if a target is missed, 2 on bad input or a failing command.
 """
@@ -89,8 +89,21 @@ class ShapeRun:
     refused: str = ""  # suitefit's one-line error when it refused the budget as impossible
 
 
+PYCACHE: str | None = None  # --bytecode cached: every run's bytecode goes here
+
+
 def _env() -> dict[str, str]:
-    return dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
+    """No bytecode is ever written into the generated suites. ``as-is`` (and the default
+    before --bytecode existed): nothing is cached, so every process of every command
+    compiles what it imports from source: suitefit's own modules in each of its processes
+    (its CLI, the controller, each worker, the sampler) on top of what every command
+    compiles. ``cached``: all bytecode goes under one PYTHONPYCACHEPREFIX, as an
+    installed package's would be cached, and the seeding runs leave it warm."""
+    if PYCACHE is None:
+        return dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPYCACHEPREFIX"] = PYCACHE
+    return env
 
 
 def command(kind: str, python: str, suitefit: str, workers: int, budget_mb: float) -> list[str]:
@@ -167,6 +180,16 @@ def prepare(name: str, work: Path, scale: float, python: str, suitefit: str) -> 
     sr = ShapeRun(name, suite)
     logs = work / "logs"
     t0 = time.perf_counter()
+    if PYCACHE is not None:
+        # A fresh cache prefix holds nothing, not even the standard library's bytecode: warm
+        # it (every module a command imports: pytest, xdist's workers, suitefit's CLI,
+        # controller, workers and sampler) before the profile, whose startup the plans use.
+        scratch = work / f"{name}-warmup.sqlite"
+        for warm in ([python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2", "--suitefit",
+                      f"--suitefit-history={scratch}"], [suitefit, "plan", "--history", str(scratch)]):
+            subprocess.run(warm, cwd=suite, env=_env(), stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL, timeout=600)
+        scratch.unlink(missing_ok=True)
     # one serial profiling run is all the history holds (the skewed shape's hangs in it)
     run_measured([suitefit, "profile", "--", "-q"], suite, logs / f"{name}-profile.log",
                  env={"BENCH_HANG": "1"}, may_fail=shape.hang_file)
@@ -272,6 +295,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--python", default=sys.executable, help="interpreter with pytest, xdist, suitefit")
     ap.add_argument("--keep", type=Path, default=None, help="work here and keep suites, histories and logs")
     ap.add_argument("--json", type=Path, default=None, help="also write every measurement here")
+    ap.add_argument("--bytecode", choices=("as-is", "cached"), default="cached",
+                    help="cached (default): bytecode cached as an installed package's is, under one "
+                         "prefix outside the suites; as-is: nothing cached, every process compiles")
     a = ap.parse_args(argv)
     shapes = [s.strip() for s in a.shapes.split(",") if s.strip()]
     bad = [s for s in shapes if s not in gen_suite.SHAPES]
@@ -288,6 +314,8 @@ def main(argv: list[str] | None = None) -> int:
     if a.keep and work.exists():
         shutil.rmtree(work)
     (work / "logs").mkdir(parents=True)
+    global PYCACHE
+    PYCACHE = str(work / "pycache") if a.bytecode == "cached" else None
     load: list[tuple[str, tuple[float, ...]]] = [("start", os.getloadavg())]
     try:
         runs = [prepare(n, work, a.scale, a.python, suitefit) for n in shapes]
@@ -316,7 +344,8 @@ def main(argv: list[str] | None = None) -> int:
                   file=sys.stderr)
         all_checks: list[tuple[str, bool, str]] = []
         cpus = len(os.sched_getaffinity(0))
-        print(f"bench_run: {a.rounds} rounds, shapes at --scale {a.scale}, xdist -n {workers}, {cpus} CPUs; "
+        print(f"bench_run: {a.rounds} rounds, shapes at --scale {a.scale}, xdist -n {workers}, {cpus} CPUs, "
+              f"bytecode {a.bytecode}; "
               f"load average (1 min) " + ", ".join(f"{w} {la[0]:.1f}" for w, la in load))
         for sr in runs:
             text, checks = report(sr)
