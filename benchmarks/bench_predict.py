@@ -5,9 +5,10 @@ project's ``.suitefit/history.sqlite``): the cost model is built from the OTHER 
 (leave one out, so R's own times cannot leak into its prediction), a plan is made with
 R's worker count pinned, and its predicted wall is compared with R's measured session
 wall. This machine has 2 CPUs, so 16 workers cannot be measured: there, the "actual"
-is the same plan's simulation with every file's time replaced by its time in R (the
-scheduling core replayed on recorded costs), which says how much run-to-run variation
-of file costs alone moves the wall at 16 workers.
+is the same plan's simulation with each unit's time as R measured it (its files, and
+its persistent fixtures' setup, which the plan pays once per unit and R's cost model
+charges to the fixture: the scheduling core replayed on recorded costs), which says how
+much run-to-run variation of costs alone moves the wall at 16 workers.
 
     .venv/bin/python benchmarks/bench_predict.py HISTORY [--cpus 16] [--budget-mb N]
 """
@@ -24,21 +25,46 @@ from pathlib import Path
 
 from suitefit.costs import build_cost_model
 from suitefit.history import History
-from suitefit.model import Budget, Plan, Unit
+from suitefit.model import Budget, CostModel, Plan
 from suitefit.plan import make_plan
 from suitefit.plan.simulate import simulate
 
 
-def _with_costs(plan: Plan, walls: dict[str, float]) -> Plan:
-    """The plan with each unit's time from ``walls`` (a recorded run's per-file times)."""
+def _with_costs(plan: Plan, model: CostModel, run: CostModel) -> Plan:
+    """The plan with each unit's time as one recorded run measured it.
+
+    Both cost models charge a persistent fixture's setup to the fixture, not to the file
+    that happened to set it up in that run, and the plan pays it once per unit that uses
+    it (a group split over several workers pays it on each). Each unit's planned time is
+    scaled by its files' and fixtures' cost in ``run`` against their cost in ``model``
+    (what the plan was made from): the plan's structure (chunks, repeated setups) stays,
+    the measured work is that run's. A raw per-file replay would count a pool's setup once
+    for the whole run however many workers start it.
+    """
+    mf = {fc.path: fc.wall_s for fc in model.files}
+    rf = {fc.path: fc.wall_s for fc in run.files}
+    mx = {fx.name: fx.setup_s for fx in model.fixtures}
+    rx = {fx.name: fx.setup_s for fx in run.fixtures}
     units = []
     for u in plan.units:
-        if u.chunk is not None:
-            w = walls.get(u.files[0], u.wall_s * u.chunk[1]) / u.chunk[1]
-        else:
-            w = sum(walls.get(f, 0.0) for f in u.files)
-        units.append(Unit(u.name, u.files, w, u.peak_mb, u.fixtures, u.reason, u.last_s, u.chunk))
+        planned = sum(mf.get(f, 0.0) for f in u.files) + sum(mx.get(n, 0.0) for n in u.fixtures)
+        measured = sum(rf.get(f, mf.get(f, 0.0)) for f in u.files) + \
+            sum(rx.get(n, mx.get(n, 0.0)) for n in u.fixtures)
+        units.append(replace(u, wall_s=u.wall_s * (measured / planned if planned > 0 else 1.0)))
     return replace(plan, units=tuple(units))
+
+
+def _only(src: Path, run_id: int, dst: Path) -> None:
+    """A copy of the history with every run but one removed."""
+    with sqlite3.connect(src) as s, sqlite3.connect(dst) as d:
+        s.backup(d)
+    with sqlite3.connect(dst) as d:
+        others = [int(r[0]) for r in d.execute("SELECT id FROM runs WHERE id != ?", [run_id])]
+        for (table,) in d.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall():
+            cols = [c[1] for c in d.execute(f"PRAGMA table_info({table})")]
+            if "run_id" in cols:
+                d.execute(f"DELETE FROM {table} WHERE run_id != ?", [run_id])
+        d.executemany("DELETE FROM runs WHERE id = ?", [[i] for i in others])
 
 
 def _without(src: Path, run_id: int, dst: Path) -> None:
@@ -63,10 +89,6 @@ def main(argv: list[str] | None = None) -> int:
         ap.exit(2, f"bench_predict.py: error: no history at {a.history}\n")
     with History(a.history, create=False) as h:
         runs = [r for r in h.runs() if r.status in ("passed", "failed") and r.wall_s]
-        walls_of: dict[int, dict[str, float]] = {r.id: {} for r in runs}
-        for r in runs:
-            for f in h.files(r.id):
-                walls_of[r.id][f.path] = walls_of[r.id].get(f.path, 0.0) + f.wall_s
     errors: dict[int, list[float]] = {}
     sim_errors: list[float] = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -89,7 +111,11 @@ def main(argv: list[str] | None = None) -> int:
             kw = dict(startup_s=0.0, baseline_mb=big.baseline_mb, budget_mb=None, slow=big.slow,
                       fixed_mb=big.fixed_mb)
             planned = simulate(big, **kw)  # type: ignore[arg-type]
-            replayed = simulate(_with_costs(big, walls_of[r.id]), **kw)  # type: ignore[arg-type]
+            alone = Path(tmp) / f"only{r.id}.sqlite"
+            _only(a.history, r.id, alone)
+            with History(alone) as h3:
+                run_costs = build_cost_model(h3)
+            replayed = simulate(_with_costs(big, costs, run_costs), **kw)  # type: ignore[arg-type]
             sim_errors.append(planned.wall_s / replayed.wall_s - 1 if replayed.wall_s else 0.0)
             print(f"run {r.id} ({r.kind}, {n} worker(s)): predicted {plan.predicted_wall_s:.2f} s, "
                   f"command {command or float('nan'):.2f} s ({err:+.0%}); {a.cpus} workers: planned "
