@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from clihelp import assert_one_line_error, json_out, suitefit
+from venvs import OLDEST, make_venv
 
 from suitefit.history import History
 
@@ -238,21 +241,30 @@ def test_a_commands_end_after_its_last_test_is_measured_and_planned(tmp_path: Pa
     assert said >= 0.6 and said - 0.05 <= at_exit < said + 1.0  # said: to 0.1 s
 
 
-def test_xdists_controller_is_planned_without_the_collection_it_skips(tmp_path: Path) -> None:
+@pytest.mark.parametrize("pair", [None, pytest.param(OLDEST, marks=pytest.mark.slow, id="oldest")],
+                         ids=lambda p: "current" if p is None else "oldest")
+def test_xdists_controller_is_planned_without_the_collection_it_skips(tmp_path: Path,
+                                                                     pair: tuple[str, ...] | None) -> None:
     # Three modules that take 0.5 s each to import: a serial run's startup includes 1.5 s of
     # collection. xdist's controller imports the conftest and plugins like a serial pytest
     # but collects nothing before it starts its workers: the plan counts it at the serial
     # startup less the collection (networkx: 8.7 s of startup, 7.5 s of it collection).
-    import pytest
-
+    # Watched on the newest and the oldest pytest/xdist pair supported.
     from suitefit.config import load_config
     from suitefit.costs import load_cost_model
     from suitefit.model import Budget
     from suitefit.plan import make_plan
 
+    python = str(make_venv(pair, with_suitefit=True)) if pair else sys.executable
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "SUITEFIT_"))}
+        return subprocess.run([python, "-m", "suitefit", *args], cwd=tmp_path, env=env, text=True,
+                              capture_output=True, timeout=300, stdin=subprocess.DEVNULL)
+
     slow = "import time\ntime.sleep(0.5)\n\ndef test_a():\n    pass\n"
     make_project(tmp_path, {f"test_{i}.py": slow for i in range(3)})
-    assert suitefit("profile", "--", "-q", cwd=tmp_path).returncode == 0
+    assert cli("profile", "--", "-q").returncode == 0
     with History(tmp_path / ".suitefit" / "history.sqlite") as h:
         (main,) = h.workers(h.runs(limit=1)[0].id)
     assert main.collect_s is not None and main.startup_s is not None and 1.5 <= main.collect_s < main.startup_s
@@ -262,7 +274,12 @@ def test_xdists_controller_is_planned_without_the_collection_it_skips(tmp_path: 
     assert any("less its collection" in r for r in plan.reasons), plan.reasons
     # what it rests on, watched on a real run: the workers start before the controller
     # could have collected anything like the suite
-    assert suitefit("run", "--workers", "2", "--", "-q", cwd=tmp_path).returncode == 0
+    res = cli("run", "--workers", "2", "--", "-q")
+    assert res.returncode == 0, res.stdout + res.stderr
+    if pair:  # the pair that ran
+        got = subprocess.run([python, "-c", "import pytest, xdist; print(pytest.__version__, xdist.__version__)"],
+                             capture_output=True, text=True, check=True).stdout.split()
+        assert got == [r.split("==")[1] for r in pair], got
     with History(tmp_path / ".suitefit" / "history.sqlite") as h:
         run = h.runs(limit=1)[0]
         workers = h.workers(run.id)

@@ -7,11 +7,15 @@ keep half of what the serial run kept. Watched on a real xdist run.
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from dataclasses import replace
 from pathlib import Path
 
-from clihelp import suitefit
+import pytest
+from venvs import OLDEST, make_venv
 
 from suitefit.config import load_config
 from suitefit.costs import load_cost_model
@@ -41,9 +45,19 @@ def _project(root: Path) -> None:
         (root / "tests" / f"test_k{i}.py").write_text(TEST)
 
 
-def test_kept_memory_is_measured_per_file_and_predicted_per_worker(tmp_path: Path) -> None:
+@pytest.mark.parametrize("pair", [None, pytest.param(OLDEST, marks=pytest.mark.slow)],
+                         ids=lambda p: "current" if p is None else "oldest")
+def test_kept_memory_is_measured_per_file_and_predicted_per_worker(tmp_path: Path,
+                                                                   pair: tuple[str, ...] | None) -> None:
+    python = str(make_venv(pair, with_suitefit=True)) if pair else sys.executable
+
+    def suitefit(*args: str) -> subprocess.CompletedProcess[str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "SUITEFIT_"))}
+        return subprocess.run([python, "-m", "suitefit", *args], cwd=tmp_path, env=env, text=True,
+                              capture_output=True, timeout=300, stdin=subprocess.DEVNULL)
+
     _project(tmp_path)
-    assert suitefit("profile", "--", "-q", cwd=tmp_path).returncode == 0
+    assert suitefit("profile", "--", "-q").returncode == 0
     costs, _ = load_cost_model(load_config(tmp_path))
     kept = sorted(fc.kept_mb for fc in costs.files)
     # every file but the serial run's last (no next file to read its baseline from)
@@ -55,7 +69,7 @@ def test_kept_memory_is_measured_per_file_and_predicted_per_worker(tmp_path: Pat
     # two workers each keep about half of what the serial run kept
     assert plan.predicted_peak_mb - blind.predicted_peak_mb >= (N_FILES - 2) * KEEPS_MB * 0.8, \
         (plan.predicted_peak_mb, blind.predicted_peak_mb)
-    res = suitefit("run", "--workers", "2", "--", "-q", cwd=tmp_path)
+    res = suitefit("run", "--workers", "2", "--", "-q")
     assert res.returncode == 0, res.stderr
     m = re.search(r"peak (\d+) MiB \(predicted (\d+) MiB", res.stderr)
     assert m, res.stderr
