@@ -78,3 +78,31 @@ def test_kept_memory_is_measured_per_file_and_predicted_per_worker(tmp_path: Pat
     assert abs(predicted - measured) <= 0.15 * measured, res.stderr
     print(f"kept-memory peak: measured {measured} MiB, predicted {predicted}, without kept {blind.predicted_peak_mb:.0f}")
     assert blind.predicted_peak_mb < 0.7 * measured  # without it, the prediction was far off
+
+
+def test_an_older_history_gains_the_collect_column_and_still_plans(tmp_path: Path) -> None:
+    """A history written before workers.collect_s: read, extended, planned from (the
+    controller then counts at a whole startup, as before)."""
+    import sqlite3
+
+    from suitefit.costs import build_cost_model
+    from suitefit.history import History
+
+    path = tmp_path / "h.sqlite"
+    History(path).close()
+    db = sqlite3.connect(path)
+    db.execute("ALTER TABLE workers DROP COLUMN collect_s")  # as a history written before it
+    db.execute("INSERT INTO runs (kind, status, started, workers) VALUES ('profile', 'passed', 0, 1)")
+    db.execute("INSERT INTO workers (run_id, worker, pid, started, first_test, startup_s, baseline_mb, "
+               "peak_rss_mb, tests, status) VALUES (1, 'main', 1, 0, 2.5, 2.5, 50, 60, 1, 'ok')")
+    db.execute("INSERT INTO files (run_id, path, worker, started, finished, wall_s, cpu_s, tests, "
+               "baseline_mb, peak_mb, peak_abs_mb) VALUES (1, 'tests/test_a.py', 'main', 3, 4, 1, 1, 1, 50, 5, 55)")
+    db.commit()
+    db.close()
+    with History(path) as h:
+        (w,) = h.workers(1)
+        costs = build_cost_model(h)
+    assert w.collect_s is None and w.startup_s == 2.5
+    assert costs.controller_s is None
+    plan = make_plan(costs, Budget(10_000, 2, workers=2))
+    assert any("a whole startup: no run recorded its collection yet" in r for r in plan.reasons), plan.reasons
