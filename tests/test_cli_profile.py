@@ -222,7 +222,7 @@ def test_a_commands_end_after_its_last_test_is_measured_and_planned(tmp_path: Pa
     two = make_plan(costs, Budget(10_000, 2, workers=2))
     assert one.overhead_s == costs.overhead_by_workers[1]
     assert two.overhead_s == pytest.approx(2 * costs.overhead_by_workers[1])
-    assert any("no xdist run measured yet" in r for r in two.reasons), two.reasons
+    assert any("no planned run with workers measured yet" in r for r in two.reasons), two.reasons
     (tmp_path / "ends.txt").unlink()
     assert suitefit("run", "--workers", "2", "--", "-q", cwd=tmp_path).returncode == 0
     ends = {who: (float(a), float(b)) for who, a, b in

@@ -120,6 +120,19 @@ def test_markdown_to_stdout(tmp_path: Path, hist: Path) -> None:
     assert len(md.splitlines()) < 60  # a summary, not the report
 
 
+def test_the_plan_is_checked_against_the_command_it_predicts(tmp_path: Path, hist: Path) -> None:
+    # The plan predicts the whole command (`suitefit run` to its exit, recorded at exit),
+    # not the session inside it: the report compares like with like.
+    from suitefit.units import fmt_s
+
+    with History(hist) as h:
+        session = h.run(1).wall_s
+        h.merge_run_meta(1, command_wall_s=(session or 0.0) + 7.25)
+    md = suitefit(tmp_path, "--markdown", "1", "--history", str(hist)).stdout
+    row = next(ln for ln in md.splitlines() if ln.startswith("| plan: wall |"))
+    assert row.endswith(f"measured {fmt_s((session or 0.0) + 7.25)} |"), row
+
+
 def test_markdown_appends_to_the_step_summary(tmp_path: Path, hist: Path) -> None:
     summary = tmp_path / "step_summary.md"
     summary.write_text("# earlier step\n")

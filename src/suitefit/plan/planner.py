@@ -241,7 +241,7 @@ def _plan_one(costs: CostModel, budget: Budget, rules: GroupingRules,
         nearest = min(oh, key=lambda n: abs(n - chosen.workers))
         if nearest in costs.overhead_derived:
             reasons.append(f"predicted wall includes {fmt_s(overhead_for(chosen.workers))} for the run's "
-                           f"start and end, from serial runs (no xdist run measured yet): what a "
+                           f"start and end, from serial runs (no planned run with workers measured yet): what a "
                            f"one-process command took beyond the model, plus a serial pytest's end "
                            f"after its last test, which each worker takes before the controller ends")
         else:

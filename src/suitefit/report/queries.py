@@ -156,7 +156,7 @@ class UnitCheck:
 @dataclass(frozen=True)
 class PlanCheck:
     plan: Plan
-    wall_s: float | None
+    wall_s: float | None  # what the plan predicts: the whole command, else the session
     peak_mb: float | None
     workers: int
     units: tuple[UnitCheck, ...]
@@ -530,9 +530,12 @@ def _plan_check(plan: Plan, view: RunView) -> PlanCheck:
             )
         )
     run = view.run
+    # the plan predicts the whole command (from `suitefit run` to its exit), which the run
+    # records at exit; its session alone leaves out the start and the end
+    command = run.meta_dict.get("command_wall_s")
     return PlanCheck(
         plan=plan,
-        wall_s=run.wall_s,
+        wall_s=float(command) if isinstance(command, (int, float)) else run.wall_s,
         peak_mb=view.peak_rss_mb,
         workers=run.workers or len(view.workers),
         units=tuple(units),
