@@ -1,7 +1,7 @@
 """Does `suitefit run` beat pytest-xdist's own modes? Wall, peak tree memory and CPU, measured.
 
-For each generated shape (benchmarks/gen_suite.py) this seeds a history with one
-`suitefit profile` and one warm-up `suitefit run` (so the plan rests on two runs),
+For each generated shape (benchmarks/gen_suite.py) this seeds a history with ONE serial
+`suitefit profile` (with ``--bytecode cached``, after warming the bytecode cache),
 measures plain serial pytest once to set the budget case's budget (1.25x its peak),
 then runs, round-robin for ``--rounds`` rounds over every shape and command:
 
