@@ -135,6 +135,24 @@ def test_a_test_that_hung_to_its_timeout_does_not_set_its_files_cost(tmp_path: P
     assert 0 < dist.last_s <= dist.wall_s and 0.15 < ok.last_s < 1.0  # a file's last test
 
 
+def test_the_slowdown_is_weighted_by_time_and_leaves_anomalies_out(tmp_path: Path) -> None:
+    # networkx: its long files ran 0.8x their serial time in two workers while the median
+    # file ran 1.07x; the plan's lanes are sums of file times, so the long files decide.
+    # A file 5x slower (a hang) says nothing about sharing the CPUs and is left out.
+    short = {f"tests/test_s{i}.py": SynthFile(f"tests/test_s{i}.py", 0.1) for i in range(6)}
+    long = {f"tests/test_l{i}.py": SynthFile(f"tests/test_l{i}.py", 5.0) for i in range(2)}
+    hung = {"tests/test_h.py": SynthFile("tests/test_h.py", 1.0)}
+    files = {**short, **long, **hung}
+    there = {**{p: SynthFile(p, 0.11) for p in short}, **{p: SynthFile(p, 4.0) for p in long},
+             "tests/test_h.py": SynthFile("tests/test_h.py", 5.0)}
+    paths = list(files)
+    write_history(tmp_path / "h.sqlite", [SynthRun(_one_worker(files), files),
+                                          SynthRun({"gw0": paths[::2], "gw1": paths[1::2]}, there)])
+    with History(tmp_path / "h.sqlite") as h:
+        cm = build_cost_model(h)
+    assert cm.slowdown == {2: pytest.approx((6 * 0.11 + 2 * 4.0) / (6 * 0.1 + 2 * 5.0))}
+
+
 def test_slowdown_and_startup_per_worker_count_are_measured(tmp_path: Path) -> None:
     # A serial run, then a 2-worker run where every file took 1.4x (the CPUs were shared)
     # and workers took 2.5 s to start instead of 1.5 s: the model learns both, keeps file

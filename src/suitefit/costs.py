@@ -309,9 +309,12 @@ def _slowdown(history: History, run_ids: Sequence[int],
               per: Mapping[tuple[int, str], list[float]]) -> dict[int, float]:
     """Worker count -> how much longer a file takes than in a serial run on this machine.
 
-    Measured, not assumed: per run with n workers, the median over files of its time
-    against the same file's median serial time; per n, the median over such runs. Needs a
-    serial run and at least 3 files seen in both.
+    Measured, not assumed: per run with n workers, the files' time against the same files'
+    median serial time, weighted by time (the sum of one over the sum of the other: the
+    plan's lanes are sums of file times, and on networkx the long files ran 0.8x their
+    serial time in workers while the median file ran 1.07x); per n, the median over such
+    runs. A file more than 3x faster or slower than serially is left out (a hang, a cache
+    the serial run had warm). Needs a serial run and at least 3 files seen in both.
     """
     n_of = {int(r[0]): int(r[1] or 0) for r in history.execute(
         f"SELECT id, workers FROM runs WHERE id IN ({_q(run_ids)})")}
@@ -320,14 +323,15 @@ def _slowdown(history: History, run_ids: Sequence[int],
         if n_of.get(run_id, 0) <= 1 and not acc[4]:
             serial.setdefault(path, []).append(acc[0])
     ref = {p: median(v) for p, v in serial.items()}
-    ratios: dict[int, dict[int, list[float]]] = {}
+    pairs: dict[int, dict[int, list[tuple[float, float]]]] = {}  # n -> run -> (time there, serial)
     for (run_id, path), acc in per.items():
         n = n_of.get(run_id, 0)
-        if n >= 2 and ref.get(path, 0.0) >= 0.05 and not acc[4]:
-            ratios.setdefault(n, {}).setdefault(run_id, []).append(acc[0] / ref[path])
+        ref_s = ref.get(path, 0.0)
+        if n >= 2 and ref_s >= 0.05 and not acc[4] and 1 / 3 <= acc[0] / ref_s <= 3:
+            pairs.setdefault(n, {}).setdefault(run_id, []).append((acc[0], ref_s))
     out: dict[int, float] = {}
-    for n, runs in ratios.items():
-        per_run = [median(r) for r in runs.values() if len(r) >= 3]
+    for n, runs in pairs.items():
+        per_run = [sum(t for t, _ in r) / sum(s for _, s in r) for r in runs.values() if len(r) >= 3]
         if per_run:
             out[n] = max(0.5, median(per_run))
     return out
