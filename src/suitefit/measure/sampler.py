@@ -32,7 +32,10 @@ from suitefit.measure.page import PAGE
 READER_THREAD = "suitefit-sampler-reader"  # the one suitefit thread, in an xdist controller only
 # How the sampler process starts: ``-c``, not ``-m suitefit.measure.watcher``, which would
 # import runpy and importlib's utilities first (~4 ms of CPU on every measured run).
-WATCHER_MAIN = "import sys; from suitefit.measure.watcher import main; sys.exit(main(sys.argv[1:]))"
+# It exits at once once its summary is out: everything is written and closed by then, and
+# the session waits for its exit (an interpreter's own teardown is ~5 ms of that wait).
+WATCHER_MAIN = ("import os, sys; from suitefit.measure.watcher import main; rc = main(sys.argv[1:]); "
+                "sys.stderr.flush(); os._exit(rc)")
 
 
 @dataclass(frozen=True)

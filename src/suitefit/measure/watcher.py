@@ -387,6 +387,9 @@ class Watcher:
         if self.page is not None:
             self.page.close()
         self.tree.close()
+        if self._history is not None:
+            self._history.close()
+            self._history = None
 
 
 def main(argv: list[str]) -> int:
