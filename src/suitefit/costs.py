@@ -496,10 +496,15 @@ def _controller_start(history: History, run_ids: Sequence[int]) -> float | None:
 
 
 def load_cost_model(cfg: Config, history_path: Path | None = None,
-                    files: Sequence[str] = ()) -> tuple[CostModel, bool]:
-    """The cost model for ``cfg`` (history path from config unless given); True if history existed."""
-    path = history_path or cfg.history_path
+                    files: Sequence[str] = (), history: History | None = None) -> tuple[CostModel, bool]:
+    """The cost model for ``cfg`` (history path from config unless given); True if history existed.
+
+    ``history``: one already open, read as it is (not closed here)."""
     default_s, default_mb = cfg.get("default_file_s"), cfg.get("default_file_mb")
+    if history is not None:
+        return build_cost_model(history, files=files, groups=cfg.groups, default_s=default_s,
+                                default_mb=default_mb, root=cfg.root), True
+    path = history_path or cfg.history_path
     if not Path(path).exists():
         return build_cost_model(None, files=files, groups=cfg.groups, default_s=default_s,
                                 default_mb=default_mb), False
@@ -548,7 +553,7 @@ def discover_test_files(cfg: Config) -> list[str]:
     return sorted(out)
 
 
-def load_costs_or_discover(cfg: Config, history_path: Path | None = None
+def load_costs_or_discover(cfg: Config, history_path: Path | None = None, history: History | None = None
                            ) -> tuple[CostModel, bool, list[str]]:
     """The cost model; with no measured run, the test files found by name at a default cost.
 
@@ -557,9 +562,9 @@ def load_costs_or_discover(cfg: Config, history_path: Path | None = None
     measured, planning such files would add units that never run to every prediction.
     """
     release = cfg.release_fixtures  # read first: a bad value is an error before any work
-    costs, found = load_cost_model(cfg, history_path)
+    costs, found = load_cost_model(cfg, history_path, history=history)
     discovered: list[str] = []
     if not costs.runs_used:
         discovered = discover_test_files(cfg)
-        costs, found = load_cost_model(cfg, history_path, files=discovered)
+        costs, found = load_cost_model(cfg, history_path, files=discovered, history=history)
     return replace(costs, release=release, headroom=cfg.memory_headroom), found, discovered

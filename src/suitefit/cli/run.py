@@ -88,10 +88,11 @@ def command(history_path: Path | None, memory_budget: str | None, workers: int |
             shard, shard_source = found
     cfg = load_config()
     path = history_path or cfg.history_path
-    if path.exists():  # checked before the plan reads it: a corrupt one is set aside
-        history_for_a_run(path).close()
+    # checked before the plan reads it: a corrupt one is set aside; opened once for the
+    # whole command (each close of SQLite's last connection checkpoints its WAL)
+    h = history_for_a_run(path) if path.exists() else None
     explain_n = _explain_count(explain, explain_limit, cfg.explain_failures)
-    costs, existed, _ = load_costs_or_discover(cfg, path)
+    costs, existed, _ = load_costs_or_discover(cfg, path, history=h)
     for line in costs.dropped_constraints:
         click.echo(f"suitefit: {line}", err=True)
     budget = detect_budget(memory_budget, workers, cfg)
@@ -109,7 +110,7 @@ def command(history_path: Path | None, memory_budget: str | None, workers: int |
     else:
         plan = make_plan(costs, budget)
     plan = replace(plan, measured=Measured.of(plan, costs))
-    h = History(path)
+    h = h or History(path)
     for gone in h.settle_abandoned():  # killed outright: say what its journal named, once
         from suitefit.cli.history import crashed_line  # rich: only when there is something to say
 
