@@ -23,6 +23,11 @@ disturbs far less than wall time:
              less the per-test part). The sampler process's CPU is outside these (``sampler``).
              Per-test figures are differences of ~5 s loops: on a busy machine a pair can be
              off by ±10 µs; the pairs are printed.
+``sched``    the xdist controller's scheduler per test, replayed in one process without
+             workers (fake nodes; a plan of one unit per file of 165 tests; a real journal):
+             suitefit's adapter and core (``xdist_sched.py``, ``plan/core.py``) against
+             xdist's own ``LoadScheduling``, CPU of the loop, xdist's per-event
+             ``tests_finished``/``has_pending`` included.
 
 Each figure is the median of ``--reps`` runs (pairs alternate who goes first), after
 one discarded run of each.
@@ -38,7 +43,7 @@ PYTHONPYCACHEPREFIX, so that the discarded runs leave every module's bytecode
 (nothing is written into the source tree). The difference between the two is what
 compiling costs.
 
-    .venv/bin/python benchmarks/bench_overhead_parts.py [--parts imports,sampler,hooks,session]
+    .venv/bin/python benchmarks/bench_overhead_parts.py [--parts imports,sampler,hooks,session,sched]
         [--reps 5] [--tests 20000] [--files 2000] [--bytecode as-is|cached] [--suite DIR] [--json OUT]
 
 ``--suite DIR`` adds the ``session`` probe on a real suite (``--parts ''`` for that alone):
@@ -401,6 +406,98 @@ def part_hooks(py: str, tmp: Path, reps: int, tests: int, files: int) -> dict[st
     return {"per_test_us": per_test, "per_file_us": one_file - per_test, "tests": tests, "files": files}
 
 
+SCHED_DRIVER = r"""
+import json, os, sys, tempfile, time
+from pathlib import Path
+from types import SimpleNamespace
+
+from suitefit.measure.journal import Journal
+from suitefit.model import Budget, Plan, Unit
+from suitefit.xdist_sched import SuitefitScheduling
+from xdist.scheduler.load import LoadScheduling
+
+n_files, per_file, which = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+files = [f"tests/test_f{j:05d}.py" for j in range(n_files)]
+ids = [f"{f}::test_x[{i}]" for f in files for i in range(per_file)]
+
+
+class Node:  # what a scheduler uses of xdist's WorkerController
+    def __init__(self, name):
+        self.gateway = SimpleNamespace(id=name, _io=SimpleNamespace(popen=SimpleNamespace(pid=os.getpid())))
+        self.shutting_down = False
+
+    def send_runtest_some(self, indices): pass
+    def send_runtest_all(self): pass
+    def shutdown(self): self.shutting_down = True
+    def send_steal(self, indices): pass
+    def ensure_teardown(self): pass
+
+
+class Config:
+    def getoption(self, name, default=None):
+        return {"tx": ["popen", "popen"], "maxschedchunk": None, "dist": "load", "numprocesses": 2}.get(name, default)
+    getvalue = getoption
+
+
+def replay(sched):
+    # xdist's loop: a worker runs its first pending test once it has another one queued (or
+    # is shutting down), reports it done; every event asks tests_finished and has_pending
+    nodes = [Node("gw0"), Node("gw1")]
+    for node in nodes:
+        sched.add_node(node)
+    for node in nodes:
+        sched.add_node_collection(node, ids)
+    sched.schedule()
+    done = 0
+    t0 = time.thread_time()
+    while True:
+        moved = False
+        for node in nodes:
+            p = sched.node2pending[node]
+            if p and (len(p) >= 2 or node.shutting_down):
+                sched.mark_test_complete(node, p[0], 0.001)
+                done += 1
+                moved = True
+            sched.tests_finished, sched.has_pending
+        if not moved:
+            break
+    assert done == len(ids), (done, len(ids))
+    return (time.thread_time() - t0) / done * 1e6
+
+
+if which == "xdist":
+    us = replay(LoadScheduling(Config(), log=SimpleNamespace(loadsched=lambda *a: None)))
+else:
+    plan = Plan(workers=2, units=tuple(Unit(f, (f,), 0.2 + (j % 7) * 0.1, 20.0 + j % 5) for j, f in enumerate(files)),
+                budget=Budget(memory_mb=20000, cpus=2), predicted_wall_s=1.0, predicted_peak_mb=0.0,
+                reasons=("bench",))
+    journal = Journal(Path(tempfile.mkdtemp()) / "inflight.json", 1, at_once_from_mb=10000.0)
+    us = replay(SuitefitScheduling(Config(), lambda *a: None, plan, numnodes=2,
+                                   live=lambda: (500.0, {"gw0": 200.0, "gw1": 200.0}), journal=journal))
+print(json.dumps({"us": us}))
+"""
+
+
+def part_sched(py: str, tmp: Path, reps: int, tests: int) -> dict[str, Any]:
+    """The controller's scheduler per test, replayed without processes (fake xdist nodes, a
+    plan of one unit per file, a real journal): suitefit's adapter and core against xdist's
+    own LoadScheduling, CPU of the replay loop (xdist's calls per event included)."""
+    per_file = 165
+    n_files = max(1, tests // per_file)
+
+    def once(which: str) -> float:
+        out = run([py, "-c", SCHED_DRIVER, str(n_files), str(per_file), which], tmp, _env()).stdout
+        return float(json.loads(out.strip().splitlines()[-1])["us"])
+
+    once("suitefit")  # discarded
+    got: dict[str, list[float]] = {"xdist": [], "suitefit": []}
+    for i in range(reps):
+        for which in (("xdist", "suitefit") if i % 2 == 0 else ("suitefit", "xdist")):
+            got[which].append(once(which))
+    return {"tests": n_files * per_file, "xdist_us": statistics.median(got["xdist"]),
+            "suitefit_us": statistics.median(got["suitefit"]), "raw": got}
+
+
 def part_suite(py: str, tmp: Path, reps: int, suite: Path) -> dict[str, Any]:
     """The session part's probe on a real suite: this process's start, loop and end, and the
     sampler process's CPU (``runs.meta.sampler_cpu_s``)."""
@@ -420,8 +517,8 @@ def part_suite(py: str, tmp: Path, reps: int, suite: Path) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="bench_overhead_parts.py", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--parts", default="imports,sampler,hooks,session",
-                    help="comma-separated: imports,sampler,hooks,session (default: all)")
+    ap.add_argument("--parts", default="imports,sampler,hooks,session,sched",
+                    help="comma-separated: imports,sampler,hooks,session,sched (default: all)")
     ap.add_argument("--reps", type=int, default=5, help="runs (pairs) per figure; medians (default 5)")
     ap.add_argument("--tests", type=int, default=20000, help="trivial tests in the per-test suite (default 20000)")
     ap.add_argument("--files", type=int, default=2000, help="one-test files in the per-file suite (default 2000)")
@@ -435,7 +532,7 @@ def main(argv: list[str] | None = None) -> int:
                          "(see the module's docstring)")
     a = ap.parse_args(argv)
     parts = [p for p in a.parts.split(",") if p]
-    bad = set(parts) - {"imports", "sampler", "hooks", "session"}
+    bad = set(parts) - {"imports", "sampler", "hooks", "session", "sched"}
     if bad or a.reps < 1:
         ap.exit(2, f"bench_overhead_parts.py: error: unknown part(s) {sorted(bad)} or --reps < 1\n")
     out: dict[str, Any] = {"load_before": _load(), "python": a.python, "started": time.time(),
@@ -454,6 +551,8 @@ def main(argv: list[str] | None = None) -> int:
             out["hooks"] = part_hooks(a.python, tmp, a.reps, a.tests, a.files)
         if "session" in parts:
             out["session"] = part_session(a.python, tmp, a.reps, a.tests, a.files)
+        if "sched" in parts:
+            out["sched"] = part_sched(a.python, tmp, a.reps, a.tests)
         if a.suite is not None:
             out["suite"] = part_suite(a.python, tmp, a.reps, a.suite)
     out["load_after"] = _load()
@@ -491,6 +590,10 @@ def report(out: dict[str, Any]) -> None:
               f"sampler process {d['sampler_cpu_s']:.3f} s CPU over the per-test suite")
 
 
+    if "sched" in out:
+        d = out["sched"]
+        print(f"controller's scheduler per test (replayed, no processes; {d['tests']} tests, files of 165): "
+              f"suitefit's adapter and core {d['suitefit_us']:.1f} µs, xdist's LoadScheduling {d['xdist_us']:.1f} µs")
     if "suite" in out:
         d = out["suite"]
         print(f"suite {d['suite']} (this process's CPU, suitefit - plain; plain's own {d['plain_cpu_s']:.2f} s): "

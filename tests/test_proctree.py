@@ -129,6 +129,20 @@ def test_take_sums_the_tree(tree: Tree) -> None:
     assert take(tree.child).pss_mb is None
 
 
+def test_take_with_workers_gives_each_workers_tree_and_what_is_under_it(tree: Tree) -> None:
+    # What the controller reads of each worker: from the one read of the whole tree, as the
+    # sampler process streams it (the same function, proctree.worker_trees, on both sides).
+    s = take(os.getpid(), workers={"w": tree.child, "gone": 2**22 + 7})
+    assert set(s.workers) == {"w"} and s.kids == {"w": (tree.grandchild,)}
+    both = proctree.rss_mb(tree.child) + proctree.rss_mb(tree.grandchild)
+    assert s.workers["w"] == pytest.approx(both, abs=2) and 100 <= s.workers["w"] < 160
+    assert take(os.getpid()).workers == {}
+    parents, rss = TreeReader().read(os.getpid())
+    (mb, own, kids), = proctree.worker_trees(parents, rss, [("w", tree.child)]).values()
+    assert kids == [tree.grandchild] and own == pytest.approx(proctree.rss_mb(tree.child), abs=2)
+    assert mb == pytest.approx(both, abs=2)
+
+
 def test_age_of_a_process_to_the_tenth_of_a_second() -> None:
     t0 = time.monotonic()
     p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])

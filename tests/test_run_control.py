@@ -193,6 +193,37 @@ def test_a_worker_killed_by_sigkill_ends_the_run_naming_the_test(tmp_path: Path)
     assert died.nodeid == "tests/test_die.py::test_dies" and died.detail_dict["code"] == -9
 
 
+def test_a_dead_workers_child_is_reaped_at_its_death_from_the_sampled_tree(tmp_path: Path) -> None:
+    # The controller knows what was under a worker from the sampler process's reads (it walks
+    # no /proc itself): when the worker dies, the child it left is named and ended then, as
+    # that worker's (not later, by the session's own leftover check).
+    write_suite(tmp_path, {
+        "test_die.py": """
+            import os, signal, subprocess, sys, time
+            from where import record
+            def test_dies_leaving_a_child():
+                child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+                record("child:" + str(child.pid))
+                time.sleep(1.0)  # sampled under this worker a few times
+                os.kill(os.getpid(), signal.SIGKILL)
+            """,
+        "test_long.py": plain_file("long", n=20, sleep=0.2),
+    })
+    plan = write_plan(tmp_path, [("tests/test_long.py", ["tests/test_long.py"], 1),
+                                 ("tests/test_die.py", ["tests/test_die.py"], 1)])
+    res, _ = run_planned(tmp_path, plan, "-n", "2", "--max-worker-restart=0", "--suitefit-grace", "1")
+    out = res.stdout + res.stderr
+    assert res.returncode != 0
+    (row,) = [r for r in where(tmp_path) if r["test"].startswith("child:")]
+    child = int(row["test"].split(":")[1])
+    with History(tmp_path / "h.sqlite") as h:
+        run = h.runs(limit=1)[0]
+        (died,) = h.events(run.id, "worker_died")
+        leftovers = h.events(run.id, "leftover")
+    assert [(e.worker, e.detail_dict["pid"]) for e in leftovers] == [(f"worker {died.worker}", child)], out
+    assert not Path(f"/proc/{child}").exists() or "zombie" in Path(f"/proc/{child}/status").read_text().lower()
+
+
 def test_a_leftover_child_is_named_and_does_not_hold_the_exit(tmp_path: Path) -> None:
     write_suite(tmp_path, {
         "test_leak.py": """

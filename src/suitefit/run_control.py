@@ -17,7 +17,7 @@ import pytest
 
 from suitefit import timing
 from suitefit.history import History, WorkerRecord
-from suitefit.measure import proctree, reaper
+from suitefit.measure import reaper
 from suitefit.measure.journal import LEVELS, Heartbeat, Journal
 from suitefit.measure.sampler import Sample, SamplerProcess
 from suitefit.model import Plan
@@ -45,7 +45,7 @@ class RunControl:
         self.out = original_stderr(config)
         self.say = say  # above the live progress line on a terminal
         self.worker_pids: dict[str, int] = {}
-        self.worker_tree: dict[str, list[int]] = {}
+        self.worker_kids: dict[str, tuple[int, ...]] = {}  # the processes under each worker, last seen
         self.worker_mb: dict[str, float] = {}
         self.sched: Any = None
         self.dead: list[dict[str, Any]] = []
@@ -60,11 +60,11 @@ class RunControl:
 
     def _on_sample(self, s: Sample) -> None:
         if self.worker_pids:
-            for wid, pid in list(self.worker_pids.items()):
-                pids = proctree.tree(pid)
-                if proctree.rss_mb(pid) > 0:
-                    self.worker_tree[wid] = pids
-                    self.worker_mb[wid] = proctree.sum_rss_mb(pids)
+            # Each worker's tree as the sampler process read it for this very sample (one read
+            # of the tree, not one more walk of /proc per worker here, ten times a second). A
+            # worker gone keeps what was last seen of it: its children are reaped on its death.
+            self.worker_mb.update(s.workers)
+            self.worker_kids.update(s.kids)
         else:  # single process: it is the worker
             self.worker_mb["main"] = s.rss_mb
         self.journal.update_memory(dict(self.worker_mb), s.rss_mb)
@@ -72,7 +72,7 @@ class RunControl:
     def live(self) -> tuple[float, dict[str, float]]:
         last = self.sampler.last
         if last is None or timing.monotonic() - last.t > 0.2:
-            last = self.sampler.sample_now()
+            last = self.sampler.sample_now(self.worker_pids)
             self._on_sample(last)
         return last.rss_mb, dict(self.worker_mb)
 
@@ -166,8 +166,7 @@ class RunControl:
                                                 None, None, mb, 0, "died", line))
         if self.config.getoption("maxworkerrestart", None) in ("0", 0) and self.sched is not None:
             self._stop_others(node)
-        pids = [p for p in self.worker_tree.get(wid, []) if p != self.worker_pids.get(wid)]
-        self.leftovers.reap([p for p in pids if reaper.pid_alive(p)], origin=f"worker {wid}")
+        self.leftovers.reap([p for p in self.worker_kids.get(wid, ()) if reaper.pid_alive(p)], origin=f"worker {wid}")
 
     def _exit_code(self, node: Any) -> int | None:
         try:

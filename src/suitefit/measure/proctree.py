@@ -16,7 +16,7 @@ import os
 
 TYPE_CHECKING = False  # typing's, without importing typing (the sampler process starts lean)
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Iterable, Mapping
 
 PAGE_MB = os.sysconf("SC_PAGE_SIZE") / (1024 * 1024)
 _HAS_CHILDREN_FILE = os.path.exists(f"/proc/{os.getpid()}/task/{os.getpid()}/children")
@@ -106,6 +106,32 @@ def tree_parents(root: int, skip: Iterable[int] = ()) -> dict[int, int]:
                 out[c] = parent
                 order.append(c)
         i += 1
+    return out
+
+
+def worker_trees(parents: Mapping[int, int], rss: Mapping[int, float],
+                 workers: Iterable[tuple[str, int]]) -> dict[str, tuple[float, float, list[int]]]:
+    """Each worker's own tree, from one read of the whole tree (``tree_parents`` and each
+    process's RSS): name -> (its tree's MiB, its own MiB, its descendants' pids).
+
+    A worker not in the tree, or with no RSS (gone), is left out.
+    """
+    kids: dict[int, list[int]] = {}
+    for p, parent in parents.items():
+        kids.setdefault(parent, []).append(p)
+    out: dict[str, tuple[float, float, list[int]]] = {}
+    for name, pid in workers:
+        self_mb = rss.get(pid, 0.0)
+        if pid not in parents or self_mb <= 0:
+            continue
+        below: list[int] = []
+        stack, tree_mb = list(kids.get(pid, ())), self_mb
+        while stack:
+            p = stack.pop()
+            below.append(p)
+            tree_mb += rss.get(p, 0.0)
+            stack.extend(kids.get(p, ()))
+        out[name] = (tree_mb, self_mb, below)
     return out
 
 

@@ -21,7 +21,7 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import IO, Any
 
@@ -48,14 +48,20 @@ class Sample:
     procs: int
     pids: tuple[int, ...]
     workers: dict[str, float] = field(default_factory=dict, compare=False)  # worker -> its tree's RSS
+    # worker -> the processes under it (a dead worker's children are reaped by the controller)
+    kids: dict[str, tuple[int, ...]] = field(default_factory=dict, compare=False)
 
 
 Callback = Callable[[Sample], None]
 
 
-def take(root: int, *, with_pss: bool = False, skip: tuple[int, ...] = ()) -> Sample:
-    pids = list(proctree.tree_parents(root, skip=skip))
+def take(root: int, *, with_pss: bool = False, skip: tuple[int, ...] = (),
+         workers: Mapping[str, int] | None = None) -> Sample:
+    """One sample read here and now; with ``workers`` (name -> pid), each one's tree too."""
+    parents = proctree.tree_parents(root, skip=skip)
+    pids = list(parents)
     sizes = [proctree.rss_mb(p) for p in pids]
+    trees = proctree.worker_trees(parents, dict(zip(pids, sizes, strict=True)), workers.items()) if workers else {}
     pss: float | None = None
     if with_pss:
         vals = [proctree.pss_mb(p) for p in pids]
@@ -69,6 +75,8 @@ def take(root: int, *, with_pss: bool = False, skip: tuple[int, ...] = ()) -> Sa
         pss_mb=pss,
         procs=sum(1 for s in sizes if s > 0),
         pids=tuple(pids),
+        workers={name: tree[0] for name, tree in trees.items()},
+        kids={name: tuple(tree[2]) for name, tree in trees.items()},
     )
 
 
@@ -167,7 +175,8 @@ class SamplerProcess:
             if d.get("summary"):
                 self._set_peaks(d)
                 continue
-            s = Sample(d["t"], d["wall"], d["rss"], d["root"], d["pss"], d["procs"], (), d.get("workers", {}))
+            s = Sample(d["t"], d["wall"], d["rss"], d["root"], d["pss"], d["procs"], (), d.get("workers", {}),
+                       {name: tuple(pids) for name, pids in d.get("kids", {}).items()})
             self._last = s
             self.count += 1
             for cb in self._callbacks:
@@ -194,10 +203,11 @@ class SamplerProcess:
     def last(self, s: Sample | None) -> None:
         self._last = s
 
-    def sample_now(self) -> Sample:
-        """One sample read here and now (the scheduler's admission needs it fresh)."""
+    def sample_now(self, workers: Mapping[str, int] | None = None) -> Sample:
+        """One sample read here and now (the scheduler's admission needs it fresh); with
+        ``workers`` (name -> pid), each one's tree as the sampler process streams it."""
         skip = (self.pid,) if self.pid is not None else ()
-        s = take(self.root, skip=skip)
+        s = take(self.root, skip=skip, workers=workers)
         self._last = s
         return s
 

@@ -275,33 +275,25 @@ class Watcher:
             self._since_pss += 1
         total = sum(rss.values())
         procs = sum(1 for v in rss.values() if v > 0)
-        per_worker = self._per_worker(t0, parents, rss)
-        self._record(t0, wall, total, rss.get(self.root, 0.0), pss, procs, per_worker)
+        per_worker, below = self._per_worker(t0, parents, rss)
+        self._record(t0, wall, total, rss.get(self.root, 0.0), pss, procs, per_worker, below)
 
-    def _per_worker(self, t: float, parents: dict[int, int], rss: dict[int, float]) -> dict[str, float]:
+    def _per_worker(self, t: float, parents: dict[int, int],
+                    rss: dict[int, float]) -> tuple[dict[str, float], dict[str, list[int]]]:
+        """Each worker's tree MiB, and its descendants (the controller reaps a dead worker's)."""
         out: dict[str, float] = {}
+        below: dict[str, list[int]] = {}
         if not self.workers:
-            return out
-        kids: dict[int, list[int]] = {}
-        for p, parent in parents.items():
-            kids.setdefault(parent, []).append(p)
-        for w in self.workers.values():
-            if w.pid not in parents:
-                continue
-            stack, tree_mb = [w.pid], 0.0
-            while stack:
-                p = stack.pop()
-                tree_mb += rss.get(p, 0.0)
-                stack.extend(kids.get(p, ()))
-            self_mb = rss.get(w.pid, 0.0)
-            if self_mb <= 0:
-                continue
-            w.late.append((t, tree_mb, tree_mb - self_mb))
-            out[w.name] = tree_mb
-        return out
+            return out, below
+        for name, (tree_mb, self_mb, kids) in proctree.worker_trees(
+                parents, rss, [(w.name, w.pid) for w in self.workers.values()]).items():
+            self.workers[name].late.append((t, tree_mb, tree_mb - self_mb))
+            out[name] = tree_mb
+            below[name] = kids
+        return out, below
 
     def _record(self, t: float, wall: float, total: float, root_mb: float, pss: float | None, procs: int,
-                per_worker: dict[str, float]) -> None:
+                per_worker: dict[str, float], below: dict[str, list[int]]) -> None:
         self.count += 1
         self.samples.append((self.run_id, round(wall - self.started_wall, 4), total, pss, procs))
         self.peak_rss = max(self.peak_rss, total)
@@ -315,7 +307,7 @@ class Watcher:
             page.write(self.page, t, wall, total, root_mb, pss, procs)
         if self.stream:
             line = json.dumps({"t": t, "wall": wall, "rss": total, "root": root_mb, "pss": pss,
-                               "procs": procs, "workers": per_worker})
+                               "procs": procs, "workers": per_worker, "kids": below})
             try:
                 sys.stdout.write(line + "\n")
                 sys.stdout.flush()
