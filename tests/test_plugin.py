@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import sqlite3
+import subprocess
+import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -215,3 +218,16 @@ def test_measurement_on_the_oldest_supported_pytest(pytester: pytest.Pytester) -
         pool = next(f for f in s["fixtures"] if f["name"] == "pool")
         assert pool["procs"] == 3 and pool["files"] == ["test_direct.py", "test_indirect.py"]
         assert s["tests"]["passed"] == 8
+
+
+def test_a_measured_run_leaves_no_unclosed_file_behind(tmp_path: Path) -> None:
+    # suitefit's lines go to the user's stderr through one stream per session; a new one per
+    # caller was left to the garbage collector, and pytest 8.0 printed ResourceWarnings for
+    # them in the user's output. Python's development mode reports every such file.
+    (tmp_path / "test_a.py").write_text("def test_a():\n    pass\n")
+    for args in ((), ("-n", "2")):
+        res = subprocess.run([sys.executable, "-X", "dev", "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                              "--suitefit", f"--suitefit-history={tmp_path / 'h.sqlite'}", *args],
+                             cwd=tmp_path, capture_output=True, text=True, timeout=120)
+        assert res.returncode == 0, res.stdout + res.stderr
+        assert "ResourceWarning" not in res.stdout + res.stderr, (args, res.stdout + res.stderr)

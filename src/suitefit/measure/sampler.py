@@ -235,6 +235,10 @@ class SamplerProcess:
                             self._set_peaks(d)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 p.wait(timeout=30)
+            for pipe in (p.stdout, p.stdin):  # the streaming reader's pipe is ours to close
+                if pipe is not None:
+                    with contextlib.suppress(OSError):
+                        pipe.close()
         if self._page is not None:
             self._page.close()
             self._page = None
