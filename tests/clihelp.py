@@ -11,12 +11,13 @@ from typing import Any
 
 
 def suitefit(*args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 300,
-             stdin: Any = subprocess.DEVNULL) -> subprocess.CompletedProcess[str]:
+             stdin: Any = subprocess.DEVNULL, python: str | None = None) -> subprocess.CompletedProcess[str]:
+    """``python``: another interpreter's suitefit (an older pytest's virtualenv)."""
     e = {**os.environ, **(env or {})}
     e.pop("PYTEST_ADDOPTS", None)
     e.pop("PYTEST_XDIST_WORKER", None)
     e.pop("PYTEST_XDIST_WORKER_COUNT", None)
-    return subprocess.run([sys.executable, "-m", "suitefit", *args], cwd=cwd, env=e, text=True,
+    return subprocess.run([python or sys.executable, "-m", "suitefit", *args], cwd=cwd, env=e, text=True,
                           capture_output=True, timeout=timeout, stdin=stdin)
 
 

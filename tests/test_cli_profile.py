@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sqlite3
 import subprocess
 import sys
@@ -258,9 +257,7 @@ def test_xdists_controller_is_planned_without_the_collection_it_skips(tmp_path: 
     python = str(make_venv(pair, with_suitefit=True)) if pair else sys.executable
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "SUITEFIT_"))}
-        return subprocess.run([python, "-m", "suitefit", *args], cwd=tmp_path, env=env, text=True,
-                              capture_output=True, timeout=300, stdin=subprocess.DEVNULL)
+        return suitefit(*args, cwd=tmp_path, python=python)
 
     slow = "import time\ntime.sleep(0.5)\n\ndef test_a():\n    pass\n"
     make_project(tmp_path, {f"test_{i}.py": slow for i in range(3)})

@@ -7,7 +7,6 @@ keep half of what the serial run kept. Watched on a real xdist run.
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
@@ -15,6 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from clihelp import suitefit as cli
 from venvs import OLDEST, make_venv
 
 from suitefit.config import load_config
@@ -54,9 +54,7 @@ def test_kept_memory_is_measured_per_file_and_predicted_per_worker(tmp_path: Pat
     python = str(make_venv(pair, with_suitefit=True)) if pair else sys.executable
 
     def suitefit(*args: str) -> subprocess.CompletedProcess[str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "SUITEFIT_"))}
-        return subprocess.run([python, "-m", "suitefit", *args], cwd=tmp_path, env=env, text=True,
-                              capture_output=True, timeout=300, stdin=subprocess.DEVNULL)
+        return cli(*args, cwd=tmp_path, python=python)
 
     _project(tmp_path)
     assert suitefit("profile", "--", "-q").returncode == 0

@@ -198,18 +198,12 @@ def _files(history: History, run_ids: Sequence[int], last: int,
     doubt = _doubtful(history, run_ids)
     # per (run, path): [wall, cpu, tests, peak]
     per: dict[tuple[int, str], list[float]] = {}
-    first_user: dict[tuple[int, str, str], bool] = {}
-    kept = _kept(rows, fx_on_worker, fx_users, _runs_with_releases(history, run_ids))
-    for run_id, worker, path, _started, wall_s, cpu_s, tests, peak_mb, _baseline in rows:
-        wall, peak = float(wall_s), float(peak_mb)
-        held = fx_on_worker.get((run_id, worker))
-        if held:  # charge fixture setup to the fixture, on the first file that used it here
-            users = fx_users.get(run_id, {})
-            for name, (setup_s, mb) in held.items():
-                if path in users.get(name, ()) and (run_id, worker, name) not in first_user:
-                    first_user[(run_id, worker, name)] = True
-                    wall = max(0.0, wall - setup_s)
-                    peak = max(0.0, peak - mb)
+    set_up = _set_up_here(rows, fx_on_worker, fx_users)
+    kept = _kept(rows, set_up, _runs_with_releases(history, run_ids))
+    for (run_id, _w, path, _started, wall_s, cpu_s, tests, peak_mb, _baseline), (fx_s, fx_mb) in zip(
+            rows, set_up, strict=True):
+        # the fixtures' setup and memory are the fixtures', not the first file's that used them
+        wall, peak = max(0.0, float(wall_s) - fx_s), max(0.0, float(peak_mb) - fx_mb)
         acc = per.setdefault((run_id, path), [0.0, 0.0, 0.0, 0.0, 0.0])
         d = doubt.get((int(run_id), str(path)))
         if d is not None:  # its failed tests count at its passing tests' average, not their time
@@ -274,33 +268,43 @@ def _runs_with_releases(history: History, run_ids: Sequence[int]) -> set[int]:
     return out
 
 
-def _kept(rows: Sequence[Sequence[Any]],
-          fx_on_worker: Mapping[tuple[int, str], Mapping[str, tuple[float, float]]],
-          fx_users: Mapping[int, Mapping[str, set[str]]], skip_runs: Collection[int]) -> dict[tuple[int, str], float]:
+def _set_up_here(rows: Sequence[Sequence[Any]],
+                 fx_on_worker: Mapping[tuple[int, str], Mapping[str, tuple[float, float]]],
+                 fx_users: Mapping[int, Mapping[str, set[str]]]) -> list[tuple[float, float]]:
+    """Per files row (by run, worker and start): the setup seconds and MiB of the persistent
+    fixtures first used there on its worker, i.e. set up while that file ran."""
+    out: list[tuple[float, float]] = []
+    seen: set[tuple[int, str, str]] = set()
+    for run_id, worker, path, *_ in rows:
+        setup_s = mb = 0.0
+        held = fx_on_worker.get((run_id, worker))
+        if held:
+            users = fx_users.get(run_id, {})
+            for name, (s, m) in held.items():
+                if path in users.get(name, ()) and (run_id, worker, name) not in seen:
+                    seen.add((run_id, worker, name))
+                    setup_s, mb = setup_s + s, mb + m
+        out.append((setup_s, mb))
+    return out
+
+
+def _kept(rows: Sequence[Sequence[Any]], set_up: Sequence[tuple[float, float]],
+          skip_runs: Collection[int]) -> dict[tuple[int, str], float]:
     """(run, file) -> what its worker still held after it: the next file's baseline there
     less its own, less the persistent fixtures it set up (those are counted as fixtures).
     Signed: a file that frees what earlier ones kept reads negative, so that a worker's sum
     over its files is its measured growth, not a sum of noise's positive parts. The last
     file on a worker has no next file: not measured. ``rows``: the files query, by run,
-    worker and start."""
+    worker and start; ``set_up``: ``_set_up_here`` of them."""
     out: dict[tuple[int, str], float] = {}
     prev: tuple[int, str, str, float, float] | None = None  # run, worker, path, baseline, fixture MiB
-    seen: set[tuple[int, str, str]] = set()
-    for run_id, worker, path, _s, _w, _c, _t, _p, baseline in rows:
+    for (run_id, worker, path, *_, baseline), (_fx_s, fx_mb) in zip(rows, set_up, strict=True):
         if baseline is None or int(run_id) in skip_runs:
             prev = None
             continue
         if prev is not None and prev[:2] == (run_id, worker):
             key = (prev[0], prev[2])
             out[key] = out.get(key, 0.0) + float(baseline) - prev[3] - prev[4]
-        fx_mb = 0.0
-        held = fx_on_worker.get((run_id, worker))
-        if held:
-            users = fx_users.get(run_id, {})
-            for name, (_setup, mb) in held.items():
-                if path in users.get(name, ()) and (run_id, worker, name) not in seen:
-                    seen.add((run_id, worker, name))
-                    fx_mb += mb
         prev = (run_id, worker, path, float(baseline), fx_mb)
     return out
 
