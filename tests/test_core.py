@@ -48,8 +48,10 @@ def scenarios(draw: st.DrawFn) -> dict:
     fixed = baseline if workers > 1 else 0.0
     budget = fixed + workers * baseline + draw(st.floats(0, 3000))
     releasable = tuple(f.name for f in fx if draw(st.booleans()))
+    # a soft ceiling (hogs apart), anywhere from below the floor to above the budget
+    spread = draw(st.one_of(st.none(), st.floats(0, budget + 500)))
     return dict(units=units, fx=fx, workers=workers, baseline=baseline, fixed=fixed, budget=budget,
-                releasable=releasable, seed=draw(st.integers(0, 2**32 - 1)))
+                releasable=releasable, spread=spread, seed=draw(st.integers(0, 2**32 - 1)))
 
 
 def _worst_fits(sc: dict) -> bool:
@@ -69,7 +71,7 @@ def drive(sc: dict) -> tuple[Core, list[tuple[str, Send]], float]:
     what its finished units kept, and the running unit's own memory."""
     rng = random.Random(sc["seed"])
     core = Core(sc["units"], sc["fx"], budget_mb=sc["budget"], baseline_mb=sc["baseline"],
-                fixed_mb=sc["fixed"], releasable=sc["releasable"])
+                fixed_mb=sc["fixed"], releasable=sc["releasable"], spread_mb=sc.get("spread"))
     names = [f"gw{i}" for i in range(sc["workers"])]
     queue: dict[str, list[Unit]] = {w: [] for w in names}
     stage: dict[str, str] = {w: "idle" for w in names}  # idle | body | held | released | down
@@ -197,7 +199,8 @@ def test_a_send_without_a_warning_keeps_the_tree_in_the_budget(sc: dict) -> None
 @given(scenarios())
 def test_simulation_is_the_core_on_a_clock(sc: dict) -> None:
     plan = Plan(workers=sc["workers"], units=tuple(sc["units"]), budget=Budget(sc["budget"], 4),
-                predicted_wall_s=0, predicted_peak_mb=0, reasons=(), fixtures=tuple(sc["fx"]))
+                predicted_wall_s=0, predicted_peak_mb=0, reasons=(), fixtures=tuple(sc["fx"]),
+                spread_mb=sc["spread"])
     sim = simulate(plan, startup_s=0.5, baseline_mb=sc["baseline"], budget_mb=sc["budget"],
                    fixed_mb=sc["fixed"], releasable=sc["releasable"], slow=1.0, log=True)
     ran = Counter(u for us in sim.placement.values() for u in us)
@@ -271,6 +274,68 @@ def test_wait_costs_time_in_the_prediction() -> None:
     assert w1 == w2  # the hogs queue behind one another on one worker: no overlap
 
 
+def _hogs_and_smalls() -> list[Unit]:
+    hogs = [Unit(f"t/test_hog{mb}.py", (f"t/test_hog{mb}.py",), 0.3 + mb / 2000, float(mb), last_s=0.3 + mb / 2000)
+            for mb in (900, 700, 600, 500, 400)]
+    smalls = [Unit(f"t/test_s{i}.py", (f"t/test_s{i}.py",), 0.25 + i * 0.03, 5.0, last_s=0.05) for i in range(10)]
+    return sorted([*hogs, *smalls], key=lambda u: -u.wall_s)
+
+
+def _overlap_mb(sim: object, units: list[Unit]) -> float:
+    """The most memory two units on different workers hold at the same time in ``sim``."""
+    mb = {u.name: u.peak_mb for u in units}
+    spans = sim.spans  # type: ignore[attr-defined]
+    return max((mb[a] + mb[b] for a, b in itertools.combinations(spans, 2)
+                if spans[a][0] != spans[b][0] and spans[a][1] < spans[b][2] and spans[b][1] < spans[a][2]),
+               default=0.0)
+
+
+@given(st.integers(0, 2**32 - 1))
+@settings(max_examples=60, deadline=None)
+def test_a_soft_ceiling_never_stalls_the_core(seed: int) -> None:
+    """Whatever the completion order, a ceiling below what any order can keep only reorders:
+    every unit runs once, nothing waits for it."""
+    units = _hogs_and_smalls()
+    sc = dict(units=units, fx=[], workers=2, baseline=50.0, fixed=50.0, budget=None,
+              releasable=(), spread=50.0 + 2 * 50.0 + 900 + 10, seed=seed)
+    core, sends, _ = drive(sc)  # type: ignore[arg-type]
+    assert core.finished and sorted(d.unit.name for _, d in sends) == sorted(u.name for u in units)
+
+
+def test_a_soft_ceiling_keeps_hogs_apart_while_small_units_can_fill_in() -> None:
+    """hog-heavy's 900 and 700 MiB files ran side by side in the prediction when two short
+    units ended close together; under the ceiling they run one after another."""
+    units = _hogs_and_smalls()
+    free = simulate(_plan(units), startup_s=0, baseline_mb=50, budget_mb=None, slow=1.0, log=True)
+    kept = simulate(_plan(units, spread_mb=1010.0), startup_s=0, baseline_mb=50, budget_mb=None, slow=1.0,
+                    log=True)
+    assert _overlap_mb(free, units) >= 1000  # without it two hogs meet
+    assert _overlap_mb(kept, units) < _overlap_mb(free, units)
+    assert kept.peak_mb < free.peak_mb and kept.wall_s <= free.wall_s * 1.1
+    assert any(lg.decision.reason.startswith("keeps hogs apart") for lg in kept.log
+               if isinstance(lg.decision, Send))
+
+
+def test_the_planner_keeps_hogs_apart_only_when_it_costs_no_wall() -> None:
+    from suitefit.model import CostModel, FileCost, WorkerCost
+    from suitefit.plan.planner import make_plan
+
+    units = _hogs_and_smalls()
+    files = tuple(FileCost(path=u.name, wall_s=u.wall_s, peak_mb=u.peak_mb, tests=1) for u in units)
+    costs = CostModel(files=files, worker=WorkerCost(startup_s=0.5, baseline_mb=50.0), runs_used=1)
+    plan = make_plan(costs, Budget(memory_mb=20_000, cpus=2))
+    assert plan.workers == 2 and plan.spread_mb is not None
+    assert any(r.startswith("hogs apart") for r in plan.reasons)
+    # the run is given the same ceiling, and simulating it gives the plan's own prediction
+    again = Plan.from_json(plan.to_json())
+    assert again.spread_mb == plan.spread_mb
+    # long hogs: keeping them apart would serialise the run, so the plan does not
+    long = tuple(FileCost(path=f"t/test_h{i}.py", wall_s=10.0, peak_mb=800.0, tests=1) for i in range(2))
+    plan2 = make_plan(CostModel(files=long, worker=WorkerCost(startup_s=0.5, baseline_mb=50.0), runs_used=1),
+                      Budget(memory_mb=20_000, cpus=2))
+    assert plan2.workers == 2 and plan2.spread_mb is None
+
+
 def test_reconcile_is_the_one_place_for_files_the_plan_does_not_know() -> None:
     core = Core([Unit("a", ("t/test_a.py", "t/test_gone.py"), 5.0, 10.0), Unit("c", ("t/test_c.py",), 3.0, 10.0),
                  Unit("b", ("t/test_b.py",), 1.0, 10.0)], budget_mb=None, baseline_mb=10)
@@ -318,7 +383,7 @@ def test_adapter_places_every_test_once_and_units_whole(sc: dict, tests_per_file
     rng.shuffle(collection)
     plan = Plan(workers=sc["workers"], units=tuple(units), budget=Budget(sc["budget"], 2),
                 predicted_wall_s=0, predicted_peak_mb=0, reasons=(), fixtures=tuple(sc["fx"]),
-                baseline_mb=sc["baseline"], fixed_mb=sc["fixed"])
+                baseline_mb=sc["baseline"], fixed_mb=sc["fixed"], spread_mb=sc["spread"])
     live = {"tree": sc["fixed"] + sc["workers"] * sc["baseline"]}
     sched = SuitefitScheduling(None, None, plan, numnodes=sc["workers"],
                                live=lambda: (live["tree"] * rng.uniform(0.8, 1.2), {}))

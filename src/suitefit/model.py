@@ -210,6 +210,9 @@ class Plan:
     overhead_s: float = 0.0  # the measured fixed overhead included in predicted_wall_s
     measured: Measured | None = None  # how much of it rests on measurements (None: not said)
     headroom_mb: float = 0.0  # kept free under the budget for the peak's prediction error
+    # a soft ceiling: the core prefers an order that keeps the tree under it (never waits for
+    # it); set when the prediction shows it lowers the peak at no cost in wall time
+    spread_mb: float | None = None
 
     @property
     def admit_mb(self) -> float | None:
@@ -265,6 +268,7 @@ class Plan:
             releasable=tuple(d.get("releasable", ())),
             overhead_s=float(d.get("overhead_s", 0.0)),
             headroom_mb=float(d.get("headroom_mb", 0.0)),
+            spread_mb=float(d["spread_mb"]) if d.get("spread_mb") is not None else None,
             fixtures=tuple(
                 FixtureCost(
                     name=f["name"],

@@ -32,6 +32,10 @@ goes first). When no worker is running anything and nothing fits, the least harm
 unit goes anyway (alone, with a warning if it is over the budget): the run always
 progresses.
 
+Hogs apart: with a soft ceiling (``spread_mb``, set by the planner only where its
+prediction shows no cost in wall time), a unit that would take the tree over it goes
+after the first unit in order that would not; nothing waits for the ceiling.
+
 Order: units in plan order (longest first). A worker that asks while it still holds a
 long test, when another worker will be free sooner, takes the last unit that fits
 instead of the first: the long units go to whoever is free first (list scheduling by
@@ -205,12 +209,16 @@ class Core:
     is memory outside the workers that the tree always holds (xdist's controller).
     ``releasable`` names the fixtures it may tear down early. ``slow`` stretches every
     predicted duration (workers sharing CPUs), for its own predictions of who is free when.
+    ``spread_mb``: a soft ceiling; a unit that would take the tree over it goes after the
+    first unit in order that does not (hogs apart), never instead of running anything.
     """
 
     def __init__(self, units: Sequence[Unit], fixtures: Iterable[FixtureCost] = (), *,
                  budget_mb: float | None, baseline_mb: float, fixed_mb: float = 0.0,
-                 releasable: Collection[str] = (), slow: float = 1.0, log: bool = True) -> None:
+                 releasable: Collection[str] = (), slow: float = 1.0, log: bool = True,
+                 spread_mb: float | None = None) -> None:
         self.budget_mb = None if budget_mb is None else float(budget_mb)
+        self.spread_mb = None if spread_mb is None else float(spread_mb)
         self.baseline_mb = float(baseline_mb)
         self.fixed_mb = float(fixed_mb)
         self.slow = float(slow)
@@ -555,10 +563,11 @@ class Core:
                     return s, (f"holds a test for ~{fmt_s(mine - now)} more and another worker "
                                f"is free sooner: the last unit in order, not the longest"), False, w, False
         if budget is None:
-            return head, "no memory budget", False, w, False
+            return (*self._apart(w, head, self._fits(w, head)[1], "no memory budget"), False, w, False)
         ok, total = self._fits(w, head)
         if ok and not self._shuts_out_a_hog(head, w):
-            return head, f"fits: tree {fmt_mb(total)} of {fmt_mb(budget)}", False, w, False
+            return (*self._apart(w, head, total, f"fits: tree {fmt_mb(total)} of {fmt_mb(budget)}"),
+                    False, w, False)
         blocked = self._blocked if (self._blocked and not self._blocked.taken) else None
         if not ok and others and self._ever_fits(head) and blocked is not head:
             self._blocked = blocked = head
@@ -614,12 +623,35 @@ class Core:
         return best, (f"runs alone on {o.name}: it takes the tree to {fmt_mb(total)}, over "
                       f"the {fmt_mb(budget)} budget, even with nothing else running"), True, o, False
 
+    def _apart(self, w: _Worker, head: _Slot, total: float, reason: str) -> tuple[_Slot, str]:
+        """``head``, unless it takes the tree over the soft ceiling and a later unit in order
+        does not: then that one goes first (``head`` stays first in line for the next ask)."""
+        if self.spread_mb is None or total <= self.spread_mb + 1e-6:
+            return head, reason
+        ceiling = self.spread_mb + 1e-6  # (sums in another order differ in the last bits)
+        # a unit adds at least its own memory over what the tree holds without this worker's queue
+        limit = ceiling - (self._total - w.peak + self._excess)
+        i = self._head
+        while True:
+            i = self._tree.first_at_most(i, limit)
+            if i < 0:
+                return head, reason
+            s = self._slots[i]
+            i += 1
+            if s is head:
+                continue
+            ok, t = self._fits(w, s)
+            if ok and t <= ceiling and not self._shuts_out_a_hog(s, w):
+                return s, (f"keeps hogs apart: {head.unit.name} would take the tree to {fmt_mb(total)} "
+                           f"now, over the {fmt_mb(ceiling)} this plan keeps under; this one first "
+                           f"(tree {fmt_mb(t)})")
+
     def _last_fitting(self, w: _Worker) -> _Slot | None:
         for s in reversed(self._slots):
             if s.taken:
                 continue
-            ok, _ = self._fits(w, s)
-            if ok and not self._shuts_out_a_hog(s, w):
+            ok, total = self._fits(w, s)
+            if ok and not self._shuts_out_a_hog(s, w) and (self.spread_mb is None or total <= self.spread_mb + 1e-6):
                 return s
             return None  # only the very last: anything earlier is longer, not what is wanted
         return None

@@ -8,7 +8,7 @@ fewest workers that reach the best predicted wall inside the budget.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
 from suitefit.errors import SuitefitError
@@ -27,7 +27,7 @@ from suitefit.plan.grouping import (
 )
 from suitefit.plan.shards import ShardSplit, check_shard, costs_for_shard, split_shards
 from suitefit.plan.simulate import Simulation, simulate
-from suitefit.plan.workers import Candidate, choose_workers
+from suitefit.plan.workers import PAYS_FRACTION, Candidate, choose_workers
 from suitefit.units import fmt_mb, fmt_s
 
 DEFAULT_FILE_S = 1.0
@@ -191,14 +191,15 @@ def _plan_one(costs: CostModel, budget: Budget, rules: GroupingRules,
         return costs.startup_by_workers.get(w, worker.startup_s * slow_for(w))
     releasable = releasable_fixtures(plan_fixtures, rules, costs.release)
 
-    def evaluate(w: int, best_wall_s: float | None = None, split: bool = True) -> Candidate:
+    def evaluate(w: int, best_wall_s: float | None = None, split: bool = True,
+                 spread_mb: float | None = None) -> Candidate:
         units, greasons = build_units(groups, fcs, fixtures, workers=w, lane_s=total / w,
                                       singles=singles, split=split)
         units, creasons = split_long_files(units, fcs, costs.fixtures, workers=w, lane_s=total / w)
         greasons = [*greasons, *creasons]
         ordered = tuple(order_units(units, declared_names))
         tmp = Plan(workers=w, units=ordered, budget=budget, predicted_wall_s=0.0,
-                   predicted_peak_mb=0.0, reasons=(), fixtures=plan_fixtures)
+                   predicted_peak_mb=0.0, reasons=(), fixtures=plan_fixtures, spread_mb=spread_mb)
         # With workers, xdist's controller is one more process: it imports the conftest before
         # it starts any worker and holds that memory throughout, so it is counted at one more
         # worker's startup (in series) and baseline.
@@ -211,11 +212,11 @@ def _plan_one(costs: CostModel, budget: Budget, rules: GroupingRules,
                        releasable=releasable, stop_on_warning=best_wall_s is not None,
                        give_up_after_s=None if best_wall_s is None else 1.5 * best_wall_s)
         sim = replace(sim, wall_s=sim.wall_s + controller_s + overhead_for(w))
-        cand = Candidate(w, ordered, sim, tuple(greasons))
+        cand = Candidate(w, ordered, sim, tuple(greasons), spread_mb)
         if split and not sim.fits and groups.fixture_groups:
             # Splitting a group for time puts its fixtures on several workers at once: if
             # that breaks the budget, keeping every group whole may not.
-            whole = evaluate(w, best_wall_s, split=False)
+            whole = evaluate(w, best_wall_s, split=False, spread_mb=spread_mb)
             if whole.sim.fits:
                 return whole
         return cand
@@ -233,6 +234,11 @@ def _plan_one(costs: CostModel, budget: Budget, rules: GroupingRules,
         return startup_for(w) + max(file_work / w, longest) * slow_for(w)
 
     chosen, wreasons, _ = choose_workers(evaluate, outer, worker, n_units_max, lower_bound)
+    apart = _keep_hogs_apart(chosen, evaluate, worker.baseline_mb,
+                             worker.baseline_mb + costs.sampler_mb)
+    if apart is not None:
+        chosen, line = apart
+        wreasons.append(line)
     sim = chosen.sim
     reasons = list(pre_reasons)
     reasons += list(costs.notes) + notes
@@ -312,7 +318,43 @@ def _plan_one(costs: CostModel, budget: Budget, rules: GroupingRules,
         slow=slow_for(chosen.workers),
         overhead_s=overhead_for(chosen.workers),
         releasable=tuple(sorted(releasable)),
+        spread_mb=chosen.spread_mb,
     )
+
+
+APART_WALL = PAYS_FRACTION  # keeping hogs apart may cost at most this much predicted wall (noise)
+APART_PEAK = 0.05  # and must lower the predicted peak by at least this much
+
+
+def _keep_hogs_apart(chosen: Candidate, evaluate: Callable[..., Candidate], baseline_mb: float,
+                     fixed_mb: float) -> tuple[Candidate, str] | None:
+    """The chosen count again with a soft ceiling on the tree, if that lowers the predicted
+    peak at no cost in wall: large units that the order would run at the same time on
+    different workers then run one after another, beside small ones.
+
+    Without it, whether two hogs overlap depends on which of two near-equal units ends
+    first: the prediction says they overlap and the run, a few ms off, may not (or may).
+    The ceiling tried first is what running at all costs: every baseline, the largest unit
+    and a median unit on each other worker, plus a slack; then higher ones, up to two thirds
+    of the way to the peak without it (the lowest that costs no wall is kept).
+    """
+    w, sim = chosen.workers, chosen.sim
+    if w < 2 or not (sim.fits and sim.complete) or len(chosen.units) < 2:
+        return None
+    peaks = [u.peak_mb for u in chosen.units]
+    # (a slack of 5% of the largest: a median unit is only the median; those above it fit too)
+    floor = fixed_mb + w * baseline_mb + 1.05 * max(peaks) + (w - 1) * median(peaks)
+    for ceiling in sorted({floor, floor * 1.1, *(floor + k * (sim.peak_mb - floor) / 3 for k in (1, 2))}):
+        if ceiling >= sim.peak_mb * (1 - APART_PEAK):
+            break
+        c = evaluate(w, None, spread_mb=ceiling)
+        s = c.sim
+        if (s.fits and s.complete and s.wall_s <= sim.wall_s * (1 + APART_WALL)
+                and s.peak_mb <= sim.peak_mb * (1 - APART_PEAK)):
+            return c, (f"hogs apart: the run keeps the tree under {fmt_mb(ceiling)} where a later unit "
+                       f"in order can go first; predicted peak {fmt_mb(s.peak_mb)} instead of "
+                       f"{fmt_mb(sim.peak_mb)}, wall {fmt_s(s.wall_s)} instead of {fmt_s(sim.wall_s)}")
+    return None
 
 
 def shard_split(costs: CostModel, shards: int,

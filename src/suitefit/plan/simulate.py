@@ -75,7 +75,8 @@ def simulate(plan: Plan, *, startup_s: float, baseline_mb: float, budget_mb: flo
     if slow is None:
         slow = max(1.0, n / cpus) if cpus else 1.0
     core = Core(plan.units, plan.fixtures, budget_mb=budget_mb, baseline_mb=baseline_mb,
-                fixed_mb=fixed_mb, releasable=releasable, slow=slow, log=log)
+                fixed_mb=fixed_mb, releasable=releasable, slow=slow, log=log,
+                spread_mb=plan.spread_mb)
     if collected is not None:  # a run's order: the plan matched to what was collected
         core.reconcile(list(collected))
     for w in names:

@@ -25,6 +25,7 @@ class Candidate:
     units: tuple[Unit, ...]
     sim: Simulation
     group_reasons: tuple[str, ...] = ()
+    spread_mb: float | None = None  # the soft ceiling it was simulated with
 
 
 def max_workers(budget: Budget, worker: WorkerCost, n_units: int) -> tuple[int, list[str]]:
