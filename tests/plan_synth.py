@@ -67,7 +67,7 @@ def write_run(h: History, run: SynthRun, started: float = 1_000_000.0) -> int:
                     fixtures.append(FixtureRecord(run_id, worker, name, fx[name].scope, "",
                                                   fx[name].setup_s, 0.0, fx[name].procs, fx[name].mb))
             for i in range(sf.tests):
-                tests.append(TestRecord(run_id, f"{p}::test_{i}", p, worker, seq, t, 0.0,
+                tests.append(TestRecord(run_id, f"{p}::test_{i}", p, worker, seq, t + i * wall / sf.tests, 0.0,
                                         wall / sf.tests, 0.0, wall / sf.tests, wall / sf.tests,
                                         "passed"))
                 seq += 1

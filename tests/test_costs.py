@@ -6,7 +6,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from plan_synth import SynthFile, SynthFixture, SynthRun, pool_suite, write_history
+from plan_synth import SynthFile, SynthFixture, SynthRun, pool_suite, write_history, write_run
 
 from suitefit.config import load_config
 from suitefit.costs import build_cost_model, load_cost_model
@@ -196,30 +196,33 @@ def test_files_found_by_name_are_planned_only_before_anything_is_measured(tmp_pa
     assert [(f.path, f.measured) for f in costs.files] == [("tests/test_a.py", True)]
 
 
-def test_what_commands_took_beyond_the_model_is_learned_per_worker_count(tmp_path: Path) -> None:
+def test_what_commands_take_outside_their_tests_is_measured_per_worker_count(tmp_path: Path) -> None:
     # The closing line records the command's wall; the next plan adds what past commands took
-    # beyond their plan's model (its prediction less the overhead it had already added).
+    # outside their tests' span (suitefit's start, the processes' start-up, the end) at that
+    # worker count, less the start-up the model already counts. It is measured on the run
+    # alone: a residual against the prediction of the plan it ran under (a wild 9 s here)
+    # would count again what the model has since learned from that same run.
     import json
 
     from suitefit.model import Budget
     from suitefit.plan import make_plan
 
     files = {f"tests/test_{i}.py": SynthFile(f"tests/test_{i}.py", 1.0) for i in range(6)}
+    two = {"gw0": [f"tests/test_{i}.py" for i in range(3)], "gw1": [f"tests/test_{i}.py" for i in range(3, 6)]}
     write_history(tmp_path / "h.sqlite", [SynthRun(_one_worker(files), files)])
     with History(tmp_path / "h.sqlite") as h:
-        for model, overhead, command in ((5.0, 0.0, 5.8), (5.5, 0.8, 5.5)):  # the second already had 0.8 added
-            rid = h.new_run("run", started=2_000_000.0)
-            plan = {"workers": 2, "predicted_wall_s": model, "overhead_s": overhead}
-            h.update_run(rid, status="passed", plan=json.dumps(plan), finished=2_000_010.0, wall_s=4.0)
-            h.merge_run_meta(rid, command_wall_s=command)
-            (rid_files := h.files(1)) and h.add_files([type(rid_files[0])(**{**vars(f), "run_id": rid})
-                                                       for f in rid_files])
+        base = make_plan(build_cost_model(h), Budget(10_000, 2, workers=2))
+        for i, (said, command) in enumerate(((9.0, 5.0), (2.0, 5.4), (5.0, 4.6))):
+            rid = write_run(h, SynthRun(two, files, kind="run"), started=2_000_000.0 + 100 * i)
+            h.update_run(rid, plan=json.dumps({"workers": 2, "predicted_wall_s": said, "overhead_s": 1.0}))
+            h.merge_run_meta(rid, command_wall_s=command)  # the tests' span is 3.0 s
         cm = build_cost_model(h)
-    assert cm.overhead_by_workers == {2: pytest.approx(0.8)}  # median of 0.8 and 0.8
-    base = make_plan(replace(cm, overhead_by_workers={}), Budget(10_000, 2, workers=2))
+    assert cm.outside_by_workers == {2: pytest.approx(2.0)}  # the median of 2.0, 2.4 and 1.6
     plan = make_plan(cm, Budget(10_000, 2, workers=2))
-    assert plan.predicted_wall_s == pytest.approx(base.predicted_wall_s + 0.8) and plan.overhead_s == pytest.approx(0.8)
-    assert any("beyond the model" in r for r in plan.reasons)
+    # the tests' span as the model has it (3 s), and what the commands took outside it
+    assert plan.predicted_wall_s == pytest.approx(5.0, abs=0.05), plan.reasons
+    assert base.predicted_wall_s != pytest.approx(5.0, abs=0.05)  # the profile alone said otherwise
+    assert any("outside their tests" in r for r in plan.reasons), plan.reasons
 
 
 def test_the_peak_headroom_is_the_largest_under_prediction_measured(tmp_path: Path) -> None:

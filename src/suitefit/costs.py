@@ -93,7 +93,8 @@ def build_cost_model(history: History | None, *, files: Sequence[str] = (),
             fcosts[f] = FileCost(path=f, wall_s=s, peak_mb=mb, measured=False)
         notes.append(f"{len(missing)} file(s) never measured: default {fmt_s(s)} / {fmt_mb(mb)} "
                      f"each ({src})")
-    overheads, derived = _overhead(history, run_ids) if history is not None and run_ids else ({}, ())
+    outside = _outside(history, run_ids) if history is not None and run_ids else {}
+    ends = _serial_overhead(history, run_ids) if history is not None and run_ids else []
     return CostModel(
         files=tuple(fcosts[f] for f in sorted(fcosts)),
         fixtures=fixtures,
@@ -101,8 +102,8 @@ def build_cost_model(history: History | None, *, files: Sequence[str] = (),
         slowdown=slowdown,
         startup_by_workers=startups,
         controller_s=controller_s,
-        overhead_by_workers=overheads,
-        overhead_derived=derived,
+        outside_by_workers=outside,
+        serial_end_s=median(ends) if ends else None,
         sampler_mb=_sampler_mb(history, run_ids) if history is not None and run_ids else 0.0,
         peak_errors=_peak_errors(history) if history is not None else (),
         serial_peak_mb=serial_peak,
@@ -378,38 +379,32 @@ def _peak_errors(history: History, limit: int = PEAK_ERROR_RUNS) -> tuple[float,
     return tuple(out)
 
 
-def _overhead(history: History, run_ids: Sequence[int]) -> tuple[dict[int, float], tuple[int, ...]]:
-    """Worker count -> the median of what recorded `suitefit run` commands took beyond their
-    plan's model (the plan's prediction less the overhead it had already added); and the
-    counts whose figure is derived rather than measured at that count.
+def _outside(history: History, run_ids: Sequence[int]) -> dict[int, float]:
+    """Worker count -> the median of what recorded `suitefit run` commands took outside their
+    tests' span (from the first test's start to the last one's end): suitefit's own start,
+    the processes' start-up, pytest's and xdist's end, the exit.
 
-    Before any xdist run, the figure for workers is derived from the serial ones: an xdist
-    run ends its workers' sessions first (each ends as a serial pytest does after its last
-    test: summary, plugins' unconfigure, exit) and only then its controller's, which ends as
-    the one-process command does. So: the one-process figure plus a serial end.
+    Measured on the run alone, not against the plan it ran under: a residual taken against
+    that plan's prediction would count twice what the model has since learned from the same
+    run (its start-up, its slowdown), and the next prediction would be too long by that much.
     """
     import json
 
     by_n: dict[int, list[float]] = {}
-    for plan_text, meta_text in history.execute(
-            f"SELECT plan, meta FROM runs WHERE id IN ({_q(run_ids)}) AND kind = 'run' AND plan IS NOT NULL "
-            f"AND status IN ('passed', 'failed')"):
+    for plan_text, meta_text, first, last in history.execute(
+            f"SELECT r.plan, r.meta, (SELECT MIN(t.started) FROM tests t WHERE t.run_id = r.id), "
+            f"(SELECT MAX(t.started + t.wall_s) FROM tests t WHERE t.run_id = r.id) "
+            f"FROM runs r WHERE r.id IN ({_q(run_ids)}) AND r.kind = 'run' AND r.plan IS NOT NULL "
+            f"AND r.status IN ('passed', 'failed')"):
+        if first is None or last is None:
+            continue
         try:
-            plan, meta = json.loads(plan_text), json.loads(meta_text or "{}")
-            command = float(meta["command_wall_s"])
-            model = float(plan["predicted_wall_s"]) - float(plan.get("overhead_s", 0.0))
-            n = int(plan["workers"])
+            command = float(json.loads(meta_text or "{}")["command_wall_s"])
+            n = int(json.loads(plan_text)["workers"])
         except (ValueError, KeyError, TypeError):
             continue
-        by_n.setdefault(n, []).append(command - model)
-    serial_ends = _serial_overhead(history, run_ids)
-    if 1 not in by_n and serial_ends:
-        by_n[1] = serial_ends
-    out = {n: median(v) for n, v in by_n.items() if v}
-    if 1 in out and not any(n >= 2 for n in out):
-        out[2] = out[1] + (median(serial_ends) if serial_ends else out[1])
-        return out, (2,)
-    return out, ()
+        by_n.setdefault(n, []).append(command - (float(last) - float(first)))
+    return {n: median(v) for n, v in by_n.items() if v}
 
 
 def _serial_overhead(history: History, run_ids: Sequence[int]) -> list[float]:

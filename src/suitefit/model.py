@@ -144,10 +144,11 @@ class CostModel:
     startup_by_workers: Mapping[int, float] = field(default_factory=dict)
     # xdist's controller before it starts its workers: a serial startup less its collection
     controller_s: float | None = None
-    # worker count -> what past `suitefit run` commands took beyond the model's prediction
-    # (suitefit's own start, the sampler, pytest's start before the conftest): measured
-    overhead_by_workers: Mapping[int, float] = field(default_factory=dict)
-    overhead_derived: tuple[int, ...] = ()  # counts whose figure comes from the serial ones (costs._overhead)
+    # worker count -> what past `suitefit run` commands took outside their tests' span
+    # (suitefit's own start, the processes' start-up, pytest's and xdist's end): measured
+    outside_by_workers: Mapping[int, float] = field(default_factory=dict)
+    # a serial command's end after its last test (summary, plugins' unconfigure, the exit)
+    serial_end_s: float | None = None
     sampler_mb: float = 0.0  # suitefit's sampler process, measured: a runner's limit counts it too
     # recent planned runs, newest first: measured peak / predicted peak - 1 (> 0: under-predicted)
     peak_errors: tuple[float, ...] = ()

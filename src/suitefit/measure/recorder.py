@@ -153,7 +153,11 @@ class WorkerRecorder:
         self._kids_fd: int | None = None  # this thread's /proc children file, kept open
         self._known: set[int] = set()
         self.leftovers: list[Any] = []
-        self._started = proctree.create_time(self.pid)
+        # when this process started, on the clock its tests are timed by: /proc's start tick
+        # against the uptime clock (create_time can be a second off, the same way every time,
+        # and every startup measured from it would be)
+        age = proctree.age_s(self.pid)
+        self._started = timing.wall() - age if age is not None else proctree.create_time(self.pid)
         self._collect_s: float | None = None
         self.channel.send("H", self.worker, self.pid)
 

@@ -623,9 +623,12 @@ class Core:
         return best, (f"runs alone on {o.name}: it takes the tree to {fmt_mb(total)}, over "
                       f"the {fmt_mb(budget)} budget, even with nothing else running"), True, o, False
 
-    def _apart(self, w: _Worker, head: _Slot, total: float, reason: str) -> tuple[_Slot, str]:
-        """``head``, unless it takes the tree over the soft ceiling and a later unit in order
-        does not: then that one goes first (``head`` stays first in line for the next ask)."""
+    def _apart(self, w: _Worker, head: _Slot, total: float, reason: str) -> tuple[_Slot | None, str]:
+        """``head``, unless it takes the tree over the soft ceiling. Then a later unit in order
+        that does not goes first (``head`` stays first in line for the next ask); when none
+        does, this worker waits (``None``) while another runs a unit whose end can make room
+        for ``head`` under the ceiling: at the end only hogs are left. The plan keeps a
+        ceiling only when its prediction, waits included, costs no wall."""
         if self.spread_mb is None or total <= self.spread_mb + 1e-6:
             return head, reason
         ceiling = self.spread_mb + 1e-6  # (sums in another order differ in the last bits)
@@ -635,7 +638,7 @@ class Core:
         while True:
             i = self._tree.first_at_most(i, limit)
             if i < 0:
-                return head, reason
+                break
             s = self._slots[i]
             i += 1
             if s is head:
@@ -645,6 +648,12 @@ class Core:
                 return s, (f"keeps hogs apart: {head.unit.name} would take the tree to {fmt_mb(total)} "
                            f"now, over the {fmt_mb(ceiling)} this plan keeps under; this one first "
                            f"(tree {fmt_mb(t)})")
+        # waiting ends: a running unit ends (and each end asks again), or none runs and it goes
+        if self._executing(w) and self._floor() + self._pinned_mb(head.fx) + head.unit.peak_mb <= ceiling:
+            return None, (f"keeps hogs apart: {head.unit.name} would take the tree to {fmt_mb(total)} now, "
+                          f"over the {fmt_mb(ceiling)} this plan keeps under, and nothing later fits "
+                          f"under it: waits for a running unit to end")
+        return head, reason
 
     def _last_fitting(self, w: _Worker) -> _Slot | None:
         for s in reversed(self._slots):

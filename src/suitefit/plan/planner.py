@@ -170,18 +170,6 @@ def _plan_one(costs: CostModel, budget: Budget, rules: GroupingRules,
     def slow_for(w: int) -> float:
         return slowdown_for(w, budget.cpus, costs.slowdown)
 
-    def overhead_for(w: int) -> float:
-        # measured: what past commands took beyond the model at this worker count (or the
-        # nearest measured count); never negative, never guessed
-        oh = costs.overhead_by_workers
-        if not oh:
-            return 0.0
-        return max(0.0, oh[w] if w in oh else oh[min(oh, key=lambda n: abs(n - w))])
-
-    # a worker ended to make room is gone only after its session's end and its exit: as
-    # long as a measured serial command's end after its last test
-    exit_s = max(0.0, costs.overhead_by_workers.get(1, 0.0))
-
     # xdist's controller starts like a serial pytest but collects nothing before its workers
     # start: measured as a serial run's startup less its collection, else a whole startup
     controller_start_s = (costs.controller_s if costs.controller_s is not None
@@ -189,6 +177,35 @@ def _plan_one(costs: CostModel, budget: Budget, rules: GroupingRules,
 
     def startup_for(w: int) -> float:
         return costs.startup_by_workers.get(w, worker.startup_s * slow_for(w))
+
+    def head_for(w: int) -> float:
+        # what the model puts before the first test: the controller's start (with workers), a worker's
+        return startup_for(w) + (controller_start_s if w >= 2 else 0.0)
+
+    outside, serial_end = costs.outside_by_workers, costs.serial_end_s
+
+    def overhead_for(w: int) -> tuple[float, bool]:
+        """What commands take beyond the model, and whether it is derived from serial runs.
+
+        Measured: what past commands took outside their tests' span at this worker count (or
+        the nearest measured one), less what the model already puts before the first test.
+        Before any command with workers: xdist ends each worker's session as a serial pytest
+        ends, before its controller's, so one serial end more.
+        """
+        if outside:
+            m = w if w in outside else min(outside, key=lambda n: (abs(n - w), n))
+            beyond = outside[m] - head_for(m)
+            derived = m == 1 and w >= 2
+            if derived:
+                beyond += serial_end if serial_end is not None else max(0.0, beyond)
+            return max(beyond, -head_for(w)), derived
+        if serial_end is not None:
+            return serial_end * (1 if w == 1 else 2), w >= 2
+        return 0.0, False
+
+    # a worker ended to make room is gone only after its session's end and its exit: as
+    # long as a measured serial command's end after its last test
+    exit_s = serial_end if serial_end is not None else max(0.0, overhead_for(1)[0])
     releasable = releasable_fixtures(plan_fixtures, rules, costs.release)
 
     def evaluate(w: int, best_wall_s: float | None = None, split: bool = True,
@@ -211,7 +228,7 @@ def _plan_one(costs: CostModel, budget: Budget, rules: GroupingRules,
                        exit_s=exit_s,
                        releasable=releasable, stop_on_warning=best_wall_s is not None,
                        give_up_after_s=None if best_wall_s is None else 1.5 * best_wall_s)
-        sim = replace(sim, wall_s=sim.wall_s + controller_s + overhead_for(w))
+        sim = replace(sim, wall_s=sim.wall_s + controller_s + overhead_for(w)[0])
         cand = Candidate(w, ordered, sim, tuple(greasons), spread_mb)
         if split and not sim.fits and groups.fixture_groups:
             # Splitting a group for time puts its fixtures on several workers at once: if
@@ -242,19 +259,19 @@ def _plan_one(costs: CostModel, budget: Budget, rules: GroupingRules,
     sim = chosen.sim
     reasons = list(pre_reasons)
     reasons += list(costs.notes) + notes
-    if overhead_for(chosen.workers) > 0:
-        oh = costs.overhead_by_workers
-        nearest = min(oh, key=lambda n: abs(n - chosen.workers))
-        if nearest in costs.overhead_derived:
-            reasons.append(f"predicted wall includes {fmt_s(overhead_for(chosen.workers))} for the run's "
-                           f"start and end, from serial runs (no planned run with workers measured yet): what a "
-                           f"one-process command took beyond the model, plus a serial pytest's end "
-                           f"after its last test, which each worker takes before the controller ends")
-        else:
-            reasons.append(f"predicted wall includes {fmt_s(overhead_for(chosen.workers))} that past "
-                           f"commands took beyond the model at about this worker count (suitefit's and "
-                           f"pytest's own start and end; before any planned run, a serial profile's end "
-                           f"after its last test), as measured")
+    beyond, derived = overhead_for(chosen.workers)
+    if derived:
+        reasons.append(f"predicted wall includes {fmt_s(beyond)} for the run's end, from serial runs (no "
+                       f"planned run with workers measured yet): a one-process command's end after its "
+                       f"last test, once more for the workers, which end so before the controller does")
+    elif outside and abs(beyond) >= 0.005:
+        reasons.append(f"predicted wall {'includes' if beyond > 0 else 'is'} {fmt_s(abs(beyond))} "
+                       f"{'' if beyond > 0 else 'less '}for what past commands at about this worker "
+                       f"count took outside their tests (suitefit's and pytest's start and end) beyond "
+                       f"the model's start-up, as measured")
+    elif beyond > 0:
+        reasons.append(f"predicted wall includes {fmt_s(beyond)}: a serial profile's end after its "
+                       f"last test, as measured")
     doubtful = sorted(fc.path for fc in fcs.values() if not fc.trusted)
     if doubtful:
         reasons.append(f"{len(doubtful)} file(s) measured only in runs where some of their tests "
@@ -316,7 +333,7 @@ def _plan_one(costs: CostModel, budget: Budget, rules: GroupingRules,
         baseline_mb=worker.baseline_mb,
         fixed_mb=(worker.baseline_mb if chosen.workers >= 2 else 0.0) + costs.sampler_mb,
         slow=slow_for(chosen.workers),
-        overhead_s=overhead_for(chosen.workers),
+        overhead_s=overhead_for(chosen.workers)[0],
         releasable=tuple(sorted(releasable)),
         spread_mb=chosen.spread_mb,
     )
