@@ -109,6 +109,62 @@ def test_parallel_workers_neither_lose_nor_duplicate_rows(pytester: pytest.Pytes
     assert con.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
 
+MIXED_FILES = {
+    # module functions, a class, functions again: one file, one segment; the items of a
+    # class share their module's path, which the recorder's same-file test relies on
+    "test_mixed": textwrap.dedent("""
+        import pytest
+
+        @pytest.fixture(scope="module")
+        def modfix():
+            return 1
+
+        @pytest.fixture
+        def funcfix():
+            return 2
+
+        def test_first(modfix, funcfix):
+            assert modfix + funcfix == 3
+
+        class TestInside:
+            @pytest.mark.parametrize("i", range(3))
+            def test_in_class(self, i, funcfix):
+                assert funcfix == 2
+
+        def test_last(modfix):
+            assert modfix == 1
+        """),
+    "test_other": "def test_o1():\n    pass\n\ndef test_o2():\n    assert False\n",
+}
+
+
+def check_mixed(h: History, run_id: int) -> None:
+    """Every test in its file's one segment, its outcome and phases kept, fixtures by scope."""
+    tests = h.tests(run_id)
+    assert len(tests) == 7
+    assert all(t.file == t.nodeid.split("::")[0] for t in tests)
+    outcomes = {t.nodeid.split("::")[-1]: t.outcome for t in tests}
+    assert outcomes["test_o2"] == "failed" and outcomes["test_last"] == "passed"
+    assert sum(o == "passed" for o in outcomes.values()) == 6
+    assert all(t.call_s > 0 and t.wall_s >= t.setup_s + t.call_s for t in tests)
+    files = h.files(run_id)
+    segs = {f.path: f.tests for f in files}
+    assert sorted(f.path for f in files) == ["test_mixed.py", "test_other.py"], files  # one each
+    assert segs == {"test_mixed.py": 5, "test_other.py": 2}
+    names = {f.name for f in h.fixtures(run_id)}
+    assert "modfix" in names and "funcfix" not in names
+
+
+@pytest.mark.parametrize("workers", ["0", "2"])
+def test_a_file_is_one_segment_whatever_its_classes(pytester: pytest.Pytester, workers: str) -> None:
+    """The per-test path decides "same file?" without reading nodeids: watched here."""
+    pytester.makepyfile(**MIXED_FILES)
+    res, s = run(pytester, "-n", workers, *(["--dist", "loadfile"] if workers != "0" else []))
+    res.assert_outcomes(passed=6, failed=1)
+    with History(pytester.path / "h.sqlite") as h:
+        check_mixed(h, s["run_id"])
+
+
 def test_plugin_is_inert_without_the_flag(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_one="def test_a():\n    pass\n")
     res = pytester.runpytest_subprocess("-p", "no:randomly")
@@ -218,6 +274,18 @@ def test_measurement_on_the_oldest_supported_pytest(pytester: pytest.Pytester) -
         pool = next(f for f in s["fixtures"] if f["name"] == "pool")
         assert pool["procs"] == 3 and pool["files"] == ["test_direct.py", "test_indirect.py"]
         assert s["tests"]["passed"] == 8
+    mixed = pytester.mkdir("mixed")
+    for name, text in MIXED_FILES.items():
+        (mixed / f"{name}.py").write_text(text)
+    hist = mixed / "h.sqlite"
+    for workers in ("0", "2"):
+        res = subprocess.run([str(python), "-m", "pytest", "-p", "no:cacheprovider", "--suitefit",
+                              f"--suitefit-history={hist}", "-n", workers, "--dist", "loadfile",
+                              "--rootdir", str(mixed), str(mixed)],
+                             cwd=mixed, capture_output=True, text=True, timeout=300)
+        assert res.returncode == 1, res.stdout + res.stderr
+        with History(hist) as h:
+            check_mixed(h, h.runs(limit=1)[0].id)
 
 
 def test_a_measured_run_leaves_no_unclosed_file_behind(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ from time import monotonic as _monotonic
 from time import perf_counter as _perf_counter
 from time import time as _wall
 
-__all__ = ["cpu_seconds", "monotonic", "perf_counter", "sleep", "wall"]
+__all__ = ["cpu_seconds", "monotonic", "perf_counter", "sleep", "times", "wall"]
 
 monotonic = _monotonic
 perf_counter = _perf_counter
@@ -20,10 +20,12 @@ wall = _wall
 sleep = time.sleep
 
 
-_times = os.times
+# (user, system, children_user, children_system, elapsed): the per-test path reads it
+# directly (cpu_seconds' sum inline), one Python call fewer twice per test
+times = _times = os.times
 
 
 def cpu_seconds() -> float:
     """User + system CPU seconds of this process and its reaped children."""
-    t = _times()  # (user, system, children_user, children_system, elapsed); read twice per test
+    t = _times()
     return t[0] + t[1] + t[2] + t[3]

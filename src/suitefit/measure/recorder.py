@@ -56,11 +56,16 @@ class _Segment:
     t0: float  # monotonic
     cpu0: float
     tests: int = 0
+    # the path object pytest gave this file's first item: the items of one file share it,
+    # so "same file as the last test?" is an identity test, not a nodeid read and a split
+    node_path: Any = None
 
 
 # A test's phases while it runs, folded from its reports: [setup_s, call_s, teardown_s,
 # outcome, reason (the first failing phase's crash line)]. A list, not an object: this is
-# per test, three times (50,000 tests: 150,000 reports).
+# per test, three times (50,000 tests: 150,000 reports). The per-test path builds the
+# literal itself: every Python call there is paid 50,000 times (benchmarks/README.md,
+# "per-test cost", counts the instructions).
 _PHASE = {"setup": 0, "call": 1, "teardown": 2}
 _OUTCOME, _REASON = 3, 4
 
@@ -139,7 +144,9 @@ class WorkerRecorder:
         self._seg: _Segment | None = None
         self._tests: list[tuple[Any, ...]] = []  # test rows, in historydb.TEST_COLUMNS order
         self._windows: list[tuple[str, float, float]] = []  # (nodeid, start, end) for the reaper
-        self._phases: dict[str, list[Any]] = {}
+        self._phases: dict[str, list[Any]] = {}  # reports that came outside a test's protocol
+        self._ph: list[Any] | None = None  # the phases of the test in its protocol now
+        self._untracked: set[Any] = set()  # fixture definitions of a scope not tracked (function)
         self._fixtures: dict[tuple[str, str], _FixtureState] = {}
         self._first_test: float | None = None
         self._current: str | None = None
@@ -185,47 +192,65 @@ class WorkerRecorder:
             if info is None:
                 continue
             path = file_of(item.nodeid)
-            # The items of one parametrized function share their fixture info: read it once
-            # per file (a 50,000-test suite is mostly such items).
+            # The items of one parametrized function share their fixture info (pytest builds
+            # it per function, usefixtures marks included): read it once per file (a
+            # 50,000-test suite is mostly such items).
             if (id(info), path) not in done:
                 done.add((id(info), path))
                 for name in getattr(item, "fixturenames", ()):
                     defs = info.name2fixturedefs.get(name)
                     if defs and defs[-1].scope in TRACKED_SCOPES:
                         pairs.add((name, path))
-            self._autouse.update(autouse_names(item, info))
+                self._autouse.update(autouse_names(item, info))
         self.history.add_fixture_files(self.run_id, sorted(pairs))
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, Any, Any]:
+        # Paid per test: reads nodeid once (a property since pytest 9), and calls no Python
+        # function of its own on a test that starts nothing and stays in its file.
         nodeid = item.nodeid
-        path = file_of(nodeid)
+        node_path = item.path
         now = timing.wall()
-        if self._seg is None or self._seg.path != path:
-            self._close_segment()
-            self._open_segment(path, now)
         seg = self._seg
-        assert seg is not None
+        if seg is not None and node_path is not None and node_path is seg.node_path:
+            path = seg.path
+        else:
+            path = nodeid.split("::", 1)[0]
+            if seg is None or seg.path != path:
+                self._close_segment()
+                self._open_segment(path, now)
+                seg = self._seg
+                assert seg is not None
+            seg.node_path = node_path
         self._current, self._current_since = nodeid, now
         if self.announce_tests:
             self.channel.send("T", self.worker, now, nodeid)
-        cpu0 = timing.cpu_seconds()
+        ph = self._ph = self._phases.pop(nodeid, None) or [0.0, 0.0, 0.0, "passed", None]
+        t = timing.times()
+        cpu0 = t[0] + t[1] + t[2] + t[3]
         t0 = timing.perf_counter()
         try:
             return (yield)
         finally:
             wall = timing.perf_counter() - t0
-            cpu = timing.cpu_seconds() - cpu0
-            ph = self._phases.pop(nodeid, None) or _new_phases()
+            t = timing.times()
+            cpu = t[0] + t[1] + t[2] + t[3] - cpu0
+            self._ph = None
             self._tests.append((self.run_id, nodeid, path, self.worker, self._seq, now,  # TEST_COLUMNS
                                 ph[0], ph[1], ph[2], wall, cpu, ph[_OUTCOME], ph[_REASON]))
             if self.reap_grace_s is not None:
                 self._windows.append((nodeid, now, now + wall))
-                self._note_new_children(nodeid)
+                fd = self._kids_fd
+                try:  # the fast path of _note_new_children: nothing new under this process
+                    same = fd is not None and os.pread(fd, 4096, 0) == self._kids_raw
+                except OSError:
+                    same = False
+                if not same:
+                    self._note_new_children(nodeid)
             self._seq += 1
             seg.tests += 1
             self._current = None
-            if nextitem is None or file_of(nextitem.nodeid) != path:
+            if nextitem is None or (nextitem.path is not node_path and file_of(nextitem.nodeid) != path):
                 self._close_segment()
             if len(self._tests) >= self.flush_tests or timing.monotonic() - self._last_flush >= self.flush_s:
                 self.flush()
@@ -267,9 +292,9 @@ class WorkerRecorder:
         return b"".join(parts)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        ph = self._phases.get(report.nodeid)
-        if ph is None:
-            ph = self._phases[report.nodeid] = _new_phases()
+        ph = self._ph  # the reports of a test come while its protocol runs, in its process
+        if ph is None:  # one a plugin made outside it: kept by its nodeid until that test runs
+            ph = self._phases.setdefault(report.nodeid, _new_phases())
         when = report.when
         i = _PHASE.get(when)
         if i is not None:
@@ -283,8 +308,11 @@ class WorkerRecorder:
 
     @pytest.hookimpl(wrapper=True)
     def pytest_fixture_setup(self, fixturedef: Any, request: Any) -> Generator[None, Any, Any]:
-        scope = fixturedef.scope
+        if fixturedef in self._untracked:  # function-scoped: set up per test, not measured here
+            return (yield)
+        scope = fixturedef.scope  # a property (and an enum's) since pytest 8: read once a definition
         if scope not in TRACKED_SCOPES:
+            self._untracked.add(fixturedef)
             return (yield)
         # Read here, on the test's thread, once per broad-scoped set-up (rare): which
         # processes a fixture started must be exact, and from outside a 0.1 s sampler
@@ -319,6 +347,8 @@ class WorkerRecorder:
             fixturedef.addfinalizer(_teardown_begins)
 
     def pytest_fixture_post_finalizer(self, fixturedef: Any, request: Any) -> None:
+        if fixturedef in self._untracked:
+            return
         state = self._fixtures.get((fixturedef.argname, str(fixturedef.baseid)))
         if state is not None and state.teardown_started is not None:
             state.rec.teardown_s = (state.rec.teardown_s or 0.0) + timing.perf_counter() - state.teardown_started
