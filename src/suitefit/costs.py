@@ -106,6 +106,7 @@ def build_cost_model(history: History | None, *, files: Sequence[str] = (),
         serial_end_s=median(ends) if ends else None,
         sampler_mb=_sampler_mb(history, run_ids) if history is not None and run_ids else 0.0,
         peak_errors=_peak_errors(history) if history is not None else (),
+        wall_errors=_wall_errors(history) if history is not None else (),
         serial_peak_mb=serial_peak,
         runs_used=len(used_runs),
         declared_groups=declared,
@@ -376,6 +377,25 @@ def _peak_errors(history: History, limit: int = PEAK_ERROR_RUNS) -> tuple[float,
             continue
         if predicted > 0:
             out.append((float(peak) + sampler) / predicted - 1.0)
+    return tuple(out)
+
+
+def _wall_errors(history: History, limit: int = PEAK_ERROR_RUNS) -> tuple[float, ...]:
+    """How far recent planned runs' commands took longer than their plans predicted (newest
+    first; > 0: longer): the command's wall from `suitefit run` to its end, as it closed."""
+    import json
+
+    out: list[float] = []
+    for plan_text, meta_text in history.execute(
+            "SELECT plan, meta FROM runs WHERE kind = 'run' AND plan IS NOT NULL "
+            "AND status IN ('passed', 'failed') ORDER BY id DESC LIMIT ?", [limit]):
+        try:
+            predicted = float(json.loads(plan_text)["predicted_wall_s"])
+            took = json.loads(meta_text or "{}").get("command_wall_s")
+        except (ValueError, KeyError, TypeError):
+            continue
+        if predicted > 0 and isinstance(took, (int, float)) and took > 0:
+            out.append(float(took) / predicted - 1.0)
     return tuple(out)
 
 

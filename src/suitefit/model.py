@@ -152,6 +152,8 @@ class CostModel:
     sampler_mb: float = 0.0  # suitefit's sampler process, measured: a runner's limit counts it too
     # recent planned runs, newest first: measured peak / predicted peak - 1 (> 0: under-predicted)
     peak_errors: tuple[float, ...] = ()
+    # the same for the whole command's wall: measured / predicted - 1 (> 0: it took longer)
+    wall_errors: tuple[float, ...] = ()
     headroom: float | None = None  # [tool.suitefit] memory_headroom; None: from peak_errors
     declared_groups: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # [tool.suitefit] groups
     release: bool | tuple[str, ...] = False  # early fixture release: off, on, or these names

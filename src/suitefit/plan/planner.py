@@ -252,7 +252,7 @@ def _plan_one(costs: CostModel, budget: Budget, rules: GroupingRules,
 
     chosen, wreasons, _ = choose_workers(evaluate, outer, worker, n_units_max, lower_bound)
     apart = _keep_hogs_apart(chosen, evaluate, worker.baseline_mb,
-                             worker.baseline_mb + costs.sampler_mb)
+                             worker.baseline_mb + costs.sampler_mb, costs.wall_errors)
     if apart is not None:
         chosen, line = apart
         wreasons.append(line)
@@ -340,24 +340,40 @@ def _plan_one(costs: CostModel, budget: Budget, rules: GroupingRules,
 
 
 APART_WALL = PAYS_FRACTION  # keeping hogs apart may cost at most this much predicted wall (noise)
+APART_WALL_MAX = 0.05  # ... or as much as recent predictions missed the wall by, up to this
 APART_PEAK = 0.05  # and must lower the predicted peak by at least this much
 
 
+def apart_tolerance(wall_errors: Sequence[float]) -> tuple[float, str]:
+    """How much predicted wall keeping hogs apart may cost, and why: what the prediction
+    cannot tell from nothing. 2% with no planned run measured; else the median miss of the
+    recent planned runs' walls (either way), at least 2% and at most 5%."""
+    if not wall_errors:
+        return APART_WALL, f"{APART_WALL:.0%}, the noise floor (no planned run measured yet)"
+    miss = median([abs(e) for e in wall_errors])
+    tol = min(APART_WALL_MAX, max(APART_WALL, miss))
+    return tol, (f"{tol:.1%}: the last {len(wall_errors)} planned run(s) missed their predicted wall "
+                 f"by {miss:.1%} (median, either way)" + (f", capped at {APART_WALL_MAX:.0%}"
+                                                          if miss > APART_WALL_MAX else ""))
+
+
 def _keep_hogs_apart(chosen: Candidate, evaluate: Callable[..., Candidate], baseline_mb: float,
-                     fixed_mb: float) -> tuple[Candidate, str] | None:
+                     fixed_mb: float, wall_errors: Sequence[float] = ()) -> tuple[Candidate, str] | None:
     """The chosen count again with a soft ceiling on the tree, if that lowers the predicted
-    peak at no cost in wall: large units that the order would run at the same time on
-    different workers then run one after another, beside small ones.
+    peak at no cost in wall that the prediction could tell (``apart_tolerance``): large
+    units that the order would run at the same time on different workers then run one after
+    another, beside small ones.
 
     Without it, whether two hogs overlap depends on which of two near-equal units ends
     first: the prediction says they overlap and the run, a few ms off, may not (or may).
     The ceiling tried first is what running at all costs: every baseline, the largest unit
     and a median unit on each other worker, plus a slack; then higher ones, up to two thirds
-    of the way to the peak without it (the lowest that costs no wall is kept).
+    of the way to the peak without it (the lowest within the tolerance is kept).
     """
     w, sim = chosen.workers, chosen.sim
     if w < 2 or not (sim.fits and sim.complete) or len(chosen.units) < 2:
         return None
+    tol, tol_why = apart_tolerance(wall_errors)
     peaks = [u.peak_mb for u in chosen.units]
     # (a slack of 5% of the largest: a median unit is only the median; those above it fit too)
     floor = fixed_mb + w * baseline_mb + 1.05 * max(peaks) + (w - 1) * median(peaks)
@@ -366,11 +382,12 @@ def _keep_hogs_apart(chosen: Candidate, evaluate: Callable[..., Candidate], base
             break
         c = evaluate(w, None, spread_mb=ceiling)
         s = c.sim
-        if (s.fits and s.complete and s.wall_s <= sim.wall_s * (1 + APART_WALL)
+        if (s.fits and s.complete and s.wall_s <= sim.wall_s * (1 + tol)
                 and s.peak_mb <= sim.peak_mb * (1 - APART_PEAK)):
             return c, (f"hogs apart: the run keeps the tree under {fmt_mb(ceiling)} where a later unit "
                        f"in order can go first; predicted peak {fmt_mb(s.peak_mb)} instead of "
-                       f"{fmt_mb(sim.peak_mb)}, wall {fmt_s(s.wall_s)} instead of {fmt_s(sim.wall_s)}")
+                       f"{fmt_mb(sim.peak_mb)}, wall {fmt_s(s.wall_s)} instead of {fmt_s(sim.wall_s)} "
+                       f"(it may cost {tol_why})")
     return None
 
 
