@@ -68,6 +68,49 @@ def test_first_run_then_a_planned_run_that_keeps_declared_groups(tmp_path: Path)
     assert [r["test"] for r in pair] == ["f4"] * 3 + ["f1"] * 3
 
 
+HANDED_OVER = """
+import json, os, sys
+
+def test_what_pytest_sees():
+    import helper  # the working directory first on sys.path, as `python -m pytest` puts it
+    with open(os.environ["SEEN"], "w") as f:
+        json.dump({"pid": os.getpid(), "argv0": sys.argv[0], "helper": helper.VALUE,
+                   "stdin": os.readlink("/proc/self/fd/0"), "omp": os.environ.get("OMP_NUM_THREADS"),
+                   "cli": "suitefit.cli.run" in sys.modules}, f)
+
+def test_fails():
+    assert os.environ.get("FAIL") != "1"
+"""
+
+
+def test_pytest_runs_in_the_commands_own_process_as_python_m_pytest(tmp_path: Path) -> None:
+    """`suitefit run` hands its process to pytest (no second interpreter, no exec): from the
+    installed console script, a test sees what `python -m pytest` gives it, pytest warns of
+    nothing it imported first, and pytest's exit status is the command's."""
+    import sys
+
+    script = Path(sys.executable).with_name("suitefit")
+    assert script.exists(), script
+    (tmp_path / "helper.py").write_text("VALUE = 7\n")
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_env.py").write_text(HANDED_OVER)
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("PYTEST_", "OMP_", "MKL_", "OPENBLAS_", "NUMEXPR_"))}
+    env["SEEN"] = str(tmp_path / "seen.json")
+    for fail, rc in (("0", 0), ("1", 1)):
+        proc = subprocess.Popen([str(script), "run", "--workers", "1", "--", "-q", "-p", "no:cacheprovider"],
+                                cwd=tmp_path, env={**env, "FAIL": fail}, stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        out, err = proc.communicate(timeout=300)
+        assert proc.returncode == rc, out + err
+        seen = json.loads((tmp_path / "seen.json").read_text())
+        assert seen["pid"] == proc.pid and seen["cli"], "pytest ran in another process or interpreter"
+        assert seen["helper"] == 7 and seen["stdin"] == "/dev/null" and seen["omp"] == "1"
+        assert seen["argv0"].endswith(os.path.join("pytest", "__main__.py"))
+        assert "Warning" not in out, out  # e.g. PytestAssertRewriteWarning on suitefit's package
+        assert "Traceback" not in err, err
+
+
 def test_bad_input_is_one_line(tmp_path: Path) -> None:
     project(tmp_path)
     assert_one_line_error(suitefit("run", "--", "-n", "3", cwd=tmp_path), "conflicts with the plan")

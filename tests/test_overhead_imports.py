@@ -99,8 +99,8 @@ def test_an_xdist_worker_loads_no_sampler_or_psutil(tmp_path: Path) -> None:
 
 
 def test_a_planned_run_loads_the_core_but_not_the_planner(tmp_path: Path) -> None:
-    """Under a plan (`suitefit run` execs pytest with one), the pytest process drives the
-    scheduling core: it has its plan and loads neither the planner nor ``statistics``
+    """Under a plan given on pytest's command line, the pytest process drives the scheduling
+    core: it has its plan and loads neither the planner nor ``statistics``
     (fractions, decimal). The run's closing lines come without the failure explainer when
     nothing failed."""
     from suitefit.model import Budget, Plan, Unit

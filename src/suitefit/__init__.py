@@ -6,6 +6,10 @@ The names are loaded on first use (PEP 562): pytest imports this package for its
 plugin (``suitefit.plugin``) in every run, measured or not, and the sampler process
 imports it too; neither should pay for the data model (dataclasses, inspect) it
 does not use.
+
+PYTEST_DONT_REWRITE: `suitefit run` imports this package before it hands its process to
+pytest, which would otherwise warn that it cannot rewrite the asserts of a plugin's
+package already imported; suitefit's asserts are its own invariants, not tests.
 """
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the sampler process does not)

@@ -102,4 +102,13 @@ def main(argv: list[str] | None = None) -> Any:
         sys.exit(130)
     if isinstance(rv, int) and not isinstance(rv, bool):
         sys.exit(rv)
+    if rv is not None:
+        from suitefit.cli._common import Handover
+
+        if isinstance(rv, Handover):  # `suitefit run`: click is done, pytest runs here
+            try:
+                sys.exit(rv.run())
+            except SuitefitError as e:
+                click.echo(f"suitefit: error: {e}", err=True)
+                sys.exit(e.exit_code)
     return rv

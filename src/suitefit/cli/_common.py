@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import gc
+import importlib.util
 import os
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -18,7 +21,6 @@ from suitefit.exits import EXIT_NO_TESTS
 from suitefit.history import History, HistoryCorrupt, set_aside
 
 F = TypeVar("F", bound=Callable[..., Any])
-
 
 
 def history_option(f: F) -> F:
@@ -118,3 +120,44 @@ def finalize_run(h: History, run_id: int, rc: int) -> str:
                      wall_s=timing.wall() - run.started)
         return status
     return run.status
+
+
+@dataclass(frozen=True)
+class Handover:
+    """pytest's command line, run in this process once click has returned (``cli.main``).
+
+    Not an exec of a new interpreter: that paid a second Python start-up and a second
+    import of what the plugin shares with the CLI (the history, the config, SQLite), the
+    larger part of suitefit's fixed start on a one-worker run (benchmarks/README.md,
+    "fifth round"). pytest runs as ``python -m pytest`` would: the same argv, the working
+    directory first on ``sys.path``, stdin /dev/null (a test that reads it must not hang
+    CI), BLAS/OpenMP pools pinned to a thread. Returned by the command rather than called
+    from it, so that the plan, the cost model and click's context are freed before the
+    first test. From here the plugin (``run_close``) says the run's closing lines.
+    """
+
+    args: tuple[str, ...]
+    history_path: Path
+    run_id: int
+
+    def run(self) -> int:
+        from suitefit.threads import pin_threads
+
+        try:
+            import pytest
+        except ImportError as e:
+            with History(self.history_path) as h:
+                h.update_run(self.run_id, status="error")
+            raise SuitefitError(f"cannot import pytest in {sys.executable}: {e}") from None
+        pin_threads(os.environ)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        devnull = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(devnull, 0)
+        os.close(devnull)
+        spec = importlib.util.find_spec("pytest.__main__")
+        sys.argv = [spec.origin if spec is not None and spec.origin else "pytest", *self.args]
+        if not sys.flags.safe_path and sys.path:
+            sys.path[0] = os.getcwd()  # what `python -m` puts first
+        gc.collect()
+        return int(pytest.console_main())
