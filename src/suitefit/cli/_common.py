@@ -157,7 +157,7 @@ class Handover:
         os.close(devnull)
         spec = importlib.util.find_spec("pytest.__main__")
         sys.argv = [spec.origin if spec is not None and spec.origin else "pytest", *self.args]
-        if not sys.flags.safe_path and sys.path:
+        if not getattr(sys.flags, "safe_path", False) and sys.path:  # -P (3.11+)
             sys.path[0] = os.getcwd()  # what `python -m` puts first
         gc.collect()
         return int(pytest.console_main())
