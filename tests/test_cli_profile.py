@@ -309,3 +309,45 @@ def test_xdists_controller_is_planned_without_the_collection_it_skips(tmp_path: 
     # a worker's bootstrap: 1.7 s under CI's load, a false failure.)
     assert all(w.started is not None and w.started - pid_started < main.startup_s for w in workers), \
         (pid_started, main.startup_s, workers)
+
+
+def test_a_plan_reads_no_passing_runs_test_rows(tmp_path: Path) -> None:
+    """Each session keeps its tests' span in its run's meta, so a plan reads no test rows of a
+    run that passed (a 50,000-test history holds a million of them in its 20 runs read); the
+    model is the one the rows give, as it is for a run recorded before the span was kept."""
+    import json
+    import sqlite3
+
+    from suitefit.costs import build_cost_model
+
+    make_project(tmp_path, {f"test_{i}.py": "import time\n\ndef test_a():\n    time.sleep(0.05)\n"
+                            for i in range(3)})
+    (tmp_path / "tests" / "test_bad.py").write_text("import os\n\ndef test_b():\n    assert os.environ.get('BAD') != '1'\n")
+    assert suitefit("profile", "--", "-q", cwd=tmp_path, env={"BAD": "1"}).returncode == 1
+    assert suitefit("profile", "--", "-q", cwd=tmp_path).returncode == 0
+    assert suitefit("run", "--", "-q", cwd=tmp_path).returncode == 0
+    path = tmp_path / ".suitefit" / "history.sqlite"
+    with History(path) as h:
+        runs = h.runs()
+        spans = [r.meta_dict.get("tests_span") for r in runs]
+        assert all(s is not None and s[0] < s[1] for s in spans), spans
+        statements: list[str] = []
+        h._db.set_trace_callback(statements.append)
+        kept = build_cost_model(h)
+        h._db.set_trace_callback(None)
+    failed_run = min(r.id for r in runs)
+    on_tests = [s for s in statements if "FROM tests" in s]
+    # what is read of the tests: the failing run's per-file failures, the newest run's last tests
+    assert all(f"run_id IN ({failed_run})" in s or f"run_id IN ({max(r.id for r in runs)})" in s
+               for s in on_tests), on_tests
+    with sqlite3.connect(path) as db:  # as a history recorded before the span was kept
+        for r in runs:
+            meta = dict(r.meta_dict)
+            del meta["tests_span"]
+            db.execute("UPDATE runs SET meta = ? WHERE id = ?", [json.dumps(meta), r.id])
+    with History(path) as h:
+        scanned = build_cost_model(h)
+    assert kept.outside_by_workers == scanned.outside_by_workers and kept.outside_by_workers
+    assert kept.serial_end_s == scanned.serial_end_s is not None
+    assert kept.files == scanned.files
+    assert [f.wall_s for f in kept.files if f.path.endswith("test_bad.py")] != [0.0]

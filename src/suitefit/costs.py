@@ -230,7 +230,6 @@ def _files(history: History, run_ids: Sequence[int], last: int,
                 fx_of.setdefault(f, set()).add(name)
     out: dict[str, FileCost] = {}
     used: set[int] = set()
-    last_test = _last_tests(history, run_ids)
 
     def clean_missing(rs: list[tuple[int, list[float]]]) -> bool:
         return all(r[1][4] for r in rs)
@@ -238,7 +237,10 @@ def _files(history: History, run_ids: Sequence[int], last: int,
     for path, rs in by_path.items():
         rs.sort(key=lambda r: -r[0])
         clean = [r for r in rs if not r[1][4]]
-        rs = (clean or rs)[:last]  # runs where it failed, timed out or crashed: only if no other
+        by_path[path] = (clean or rs)[:last]  # runs where it failed, timed out or crashed: only if no other
+    # a file's last test is read from its newest run used only (usually one run for every file)
+    last_test = _last_tests(history, sorted({rs[0][0] for rs in by_path.values()}))
+    for path, rs in by_path.items():
         used.update(r[0] for r in rs)
         wall = median(r[1][0] for r in rs)
         out[path] = FileCost(
@@ -411,19 +413,20 @@ def _outside(history: History, run_ids: Sequence[int]) -> dict[int, float]:
     import json
 
     by_n: dict[int, list[float]] = {}
-    for plan_text, meta_text, first, last in history.execute(
-            f"SELECT r.plan, r.meta, (SELECT MIN(t.started) FROM tests t WHERE t.run_id = r.id), "
-            f"(SELECT MAX(t.started + t.wall_s) FROM tests t WHERE t.run_id = r.id) "
-            f"FROM runs r WHERE r.id IN ({_q(run_ids)}) AND r.kind = 'run' AND r.plan IS NOT NULL "
-            f"AND r.status IN ('passed', 'failed')"):
-        if first is None or last is None:
+    rows = history.execute(
+        f"SELECT r.id, r.plan, r.meta FROM runs r WHERE r.id IN ({_q(run_ids)}) AND r.kind = 'run' "
+        f"AND r.plan IS NOT NULL AND r.status IN ('passed', 'failed')")
+    spans = _tests_spans(history, [(int(r[0]), r[2]) for r in rows])
+    for run_id, plan_text, meta_text in rows:
+        span = spans.get(int(run_id))
+        if span is None:
             continue
         try:
             command = float(json.loads(meta_text or "{}")["command_wall_s"])
             n = int(json.loads(plan_text)["workers"])
         except (ValueError, KeyError, TypeError):
             continue
-        by_n.setdefault(n, []).append(command - (float(last) - float(first)))
+        by_n.setdefault(n, []).append(command - (span[1] - span[0]))
     return {n: median(v) for n, v in by_n.items() if v}
 
 
@@ -434,19 +437,43 @@ def _serial_overhead(history: History, run_ids: Sequence[int]) -> list[float]:
     import json
 
     out: list[float] = []
-    for meta_text, startup, first, last in history.execute(
-            f"SELECT r.meta, (SELECT MIN(w.startup_s) FROM workers w WHERE w.run_id = r.id), "
-            f"(SELECT MIN(t.started) FROM tests t WHERE t.run_id = r.id), "
-            f"(SELECT MAX(t.started + t.wall_s) FROM tests t WHERE t.run_id = r.id) "
-            f"FROM runs r WHERE r.id IN ({_q(run_ids)}) AND r.plan IS NULL AND r.workers <= 1 "
-            f"AND r.status IN ('passed', 'failed')"):
+    rows = history.execute(
+        f"SELECT r.id, r.meta, (SELECT MIN(w.startup_s) FROM workers w WHERE w.run_id = r.id) "
+        f"FROM runs r WHERE r.id IN ({_q(run_ids)}) AND r.plan IS NULL AND r.workers <= 1 "
+        f"AND r.status IN ('passed', 'failed')")
+    spans = _tests_spans(history, [(int(r[0]), r[1]) for r in rows])
+    for run_id, meta_text, startup in rows:
         try:
             command = float(json.loads(meta_text or "{}")["command_wall_s"])
         except (ValueError, KeyError, TypeError):
             continue
-        if startup is None or first is None or last is None:
+        span = spans.get(int(run_id))
+        if startup is None or span is None:
             continue
-        out.append(command - float(startup) - (float(last) - float(first)))
+        out.append(command - float(startup) - (span[1] - span[0]))
+    return out
+
+
+def _tests_spans(history: History, runs: Sequence[tuple[int, str | None]]) -> dict[int, tuple[float, float]]:
+    """run -> (its first test's start, its last test's end): from what its session kept in its
+    meta (``tests_span``), else, for a run recorded before it did, from its test rows."""
+    import json
+
+    out: dict[int, tuple[float, float]] = {}
+    scan: list[int] = []
+    for run_id, meta_text in runs:
+        try:
+            meta = json.loads(meta_text or "{}")
+            first, last = meta.get("tests_span") if isinstance(meta, dict) else None  # type: ignore[misc]
+            out[run_id] = (float(first), float(last))
+        except (ValueError, TypeError):
+            scan.append(run_id)
+    if scan:
+        for run_id, first, last in history.execute(
+                f"SELECT run_id, MIN(started), MAX(started + wall_s) FROM tests WHERE run_id IN ({_q(scan)}) "
+                f"GROUP BY run_id"):
+            if first is not None and last is not None:
+                out[int(run_id)] = (float(first), float(last))
     return out
 
 
@@ -457,7 +484,14 @@ def _doubtful(history: History, run_ids: Sequence[int]) -> dict[tuple[int, str],
     ids = _q(run_ids)
     bad_runs = {int(r[0]) for r in history.execute(
         f"SELECT id FROM runs WHERE id IN ({ids}) AND status IN ('crashed', 'interrupted')")}
+    # only runs where something failed (or that did not count): a passing run's rows say nothing
+    # here, and reading them all was most of a plan's time on a 50,000-test history
+    ids = _q([int(r[0]) for r in history.execute(
+        f"SELECT id FROM runs WHERE id IN ({ids}) AND (status NOT IN ('passed', 'no-tests') "
+        f"OR failed IS NULL OR errors IS NULL OR failed > 0 OR errors > 0)")])
     out: dict[tuple[int, str], tuple[float, float]] = {}
+    if not ids:
+        return out
     for run_id, file, bad_s, n_bad, ok_s, n_ok in history.execute(
             f"SELECT run_id, file, "
             f"SUM(CASE WHEN outcome IN ('failed', 'error') THEN wall_s ELSE 0 END), "

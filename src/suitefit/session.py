@@ -251,8 +251,13 @@ class RunSide:
         wall = timing.perf_counter() - self.t0
         cpu = timing.cpu_seconds() - self.cpu0
         h = self.history
-        counts = dict(h.execute("SELECT outcome, COUNT(*) FROM tests WHERE run_id = ? GROUP BY outcome",
-                                [self.run_id]))
+        counts: dict[str, int] = {}
+        span = [float("inf"), float("-inf")]  # the tests' span: first start, last end
+        for outcome, n, first, last in h.execute(
+                "SELECT outcome, COUNT(*), MIN(started), MAX(started + wall_s) FROM tests WHERE run_id = ? "
+                "GROUP BY outcome", [self.run_id]):
+            counts[outcome] = n
+            span = [min(span[0], first), max(span[1], last)]
         n_tests = sum(counts.values())
         n_workers, worker_peak = h.execute(
             "SELECT COUNT(*), MAX(peak_rss_mb) FROM workers WHERE run_id = ?", [self.run_id])[0]
@@ -294,8 +299,11 @@ class RunSide:
             peak_procs=peaks.peak_procs or None,
             secs_above=peaks.secs_above,
         )
+        # tests_span: what the next plans read of this run's tests as a whole, kept here so that
+        # they need not scan its rows again (50,000 a run, 20 runs read per plan)
         h.merge_run_meta(self.run_id, sampler_cpu_s=peaks.cpu_s, sampler_rss_mb=peaks.rss_mb,
-                         samples=peaks.samples, outcomes=outcomes)
+                         samples=peaks.samples, outcomes=outcomes,
+                         tests_span=span if n_tests else None)
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         write_summary(terminalreporter, self.history, self.run_id)
