@@ -93,12 +93,20 @@ class RunPeaks:
     rss_mb: float | None = None  # the sampler process's own peak RSS (it leaves itself out of the tree)
 
 
+# The share of the sampler's time that PSS reads may take. smaps_rollup walks a process's
+# page tables: ~10 ms for a 550 MiB tree, which at one read a second (1%) was two thirds of
+# the sampler's CPU in a 50,000-test run (benchmarks/README.md, "fifth round"). PSS is the
+# secondary figure (RSS is what a runner's limit counts): on a big tree it is read every few
+# seconds, on a small one still every pss_every samples.
+PSS_BUDGET = 0.002
+
+
 class SamplerProcess:
     """Starts, feeds and stops the run's sampler process; ``root`` is this process."""
 
     def __init__(self, root: int, *, history: str, run_id: int, started_wall: float,
                  threshold_mb: float | None, interval: float = 0.1, stream: bool = False,
-                 pss_every: int = 10, pss_budget: float = 0.01) -> None:
+                 pss_every: int = 10, pss_budget: float = PSS_BUDGET) -> None:
         self.root = root
         self.interval = interval
         self.stream = stream

@@ -100,7 +100,7 @@ class Watcher:
         self.run_id = int(cfg["run_id"])
         self.interval = float(cfg.get("interval", 0.1))
         self.pss_every = max(0, int(cfg.get("pss_every", 10)))
-        self.pss_budget = float(cfg.get("pss_budget", 0.01))
+        self.pss_budget = float(cfg.get("pss_budget", 0.002))  # sampler.PSS_BUDGET
         self.started_wall = float(cfg["started_wall"])
         self.threshold_mb = cfg.get("threshold_mb")
         self.stream = bool(cfg.get("stream"))
@@ -269,7 +269,7 @@ class Watcher:
             pss = sum(vals) if vals else None
             took = timing.monotonic() - t0
             self._since_pss = 1
-            if self.pss_budget > 0:  # e.g. a 50 ms read at a 1% budget: none for the next 5 s
+            if self.pss_budget > 0:  # e.g. a 10 ms read at a 0.2% budget: none for the next 5 s
                 self._next_pss = t0 + took / self.pss_budget
         else:
             self._since_pss += 1
