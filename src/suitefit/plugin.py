@@ -46,7 +46,7 @@ _configured = False
 
 
 def _watch_for_an_early_end() -> None:
-    """`suitefit run` execs into pytest with its run already open. If pytest stops before
+    """`suitefit run` hands its process to pytest with its run already open. If pytest stops before
     configuring plugins (a usage error, a conftest that fails to import, --version),
     nothing here would ever close that run: close it at exit and say so in one line.
     Only for that process (the CLI always writes ``--suitefit-run-id=N``); costs nothing

@@ -146,7 +146,7 @@ def command(history_path: Path | None, memory_budget: str | None, workers: int |
             f"--suitefit-plan={plan_file}", f"--suitefit-grace={grace}",
             f"--suitefit-threshold={budget.memory_mb:.0f}MiB"]
     if explain_n:
-        # Still exec: the plugin diagnoses from pytest's own process once the session is over
+        # The plugin diagnoses from pytest's own process once the session is over
         # (run_close.RunClose.explain_failures says why).
         full += [f"--suitefit-explain={explain_n}", f"--suitefit-explain-s={explain_time}"]
     if spec is not None:
