@@ -69,14 +69,19 @@ def test_first_run_then_a_planned_run_that_keeps_declared_groups(tmp_path: Path)
 
 
 HANDED_OVER = """
-import json, os, sys
+import json, os, subprocess, sys
 
 def test_what_pytest_sees():
     import helper  # the working directory first on sys.path, as `python -m pytest` puts it
+    # another command reading the history now must find this run's owner alive (the plan was
+    # made in a child process that has exited since)
+    listed = subprocess.run([sys.executable, "-m", "suitefit", "history", "--json"], capture_output=True,
+                            text=True, check=True)
     with open(os.environ["SEEN"], "w") as f:
         json.dump({"pid": os.getpid(), "argv0": sys.argv[0], "helper": helper.VALUE,
                    "stdin": os.readlink("/proc/self/fd/0"), "omp": os.environ.get("OMP_NUM_THREADS"),
-                   "cli": "suitefit.cli.run" in sys.modules}, f)
+                   "cli": "suitefit.cli.run" in sys.modules,
+                   "planner": "suitefit.plan.planner" in sys.modules or "suitefit.costs" in sys.modules, "status": json.loads(listed.stdout)[0]["status"]}, f)
 
 def test_fails():
     assert os.environ.get("FAIL") != "1"
@@ -84,9 +89,10 @@ def test_fails():
 
 
 def test_pytest_runs_in_the_commands_own_process_as_python_m_pytest(tmp_path: Path) -> None:
-    """`suitefit run` hands its process to pytest (no second interpreter, no exec): from the
-    installed console script, a test sees what `python -m pytest` gives it, pytest warns of
-    nothing it imported first, and pytest's exit status is the command's."""
+    """`suitefit run` hands its process to pytest (no second interpreter, no exec; the plan is
+    made in a forked child meanwhile): from the installed console script, a test sees what
+    `python -m pytest` gives it, the run's owner is that process, pytest warns of nothing it
+    imported first, and pytest's exit status is the command's."""
     import sys
 
     script = Path(sys.executable).with_name("suitefit")
@@ -106,6 +112,8 @@ def test_pytest_runs_in_the_commands_own_process_as_python_m_pytest(tmp_path: Pa
         seen = json.loads((tmp_path / "seen.json").read_text())
         assert seen["pid"] == proc.pid and seen["cli"], "pytest ran in another process or interpreter"
         assert seen["helper"] == 7 and seen["stdin"] == "/dev/null" and seen["omp"] == "1"
+        assert seen["status"] == "running", seen  # not settled as crashed while it runs
+        assert not seen["planner"], "the plan was made in this process, not beside it"
         assert seen["argv0"].endswith(os.path.join("pytest", "__main__.py"))
         assert "Warning" not in out, out  # e.g. PytestAssertRewriteWarning on suitefit's package
         assert "Traceback" not in err, err

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import importlib.util
+import json
 import os
 import subprocess
 import sys
@@ -96,8 +98,14 @@ def start_measured_run(h: History, kind: str, pytest_args: Sequence[str], **meta
     """A new run owned by this process: if it dies unrecorded, the next command settles the run."""
     from suitefit.measure.proctree import create_time
 
+    owner = _owner_pid or os.getpid()
     return h.new_run(kind, started=timing.wall(), argv=list(pytest_args), cwd=os.getcwd(),
-                     meta={**meta, "pid": os.getpid(), "pid_started": create_time()})
+                     meta={**meta, "pid": owner, "pid_started": create_time(owner)})
+
+
+# Set in the child that prepares a run (``prepare_beside_pytest``): the run's owner is the
+# process that becomes pytest, not the child, which exits before the first test.
+_owner_pid: int | None = None
 
 
 def record_command_wall(h: History, run_id: int) -> None:
@@ -161,3 +169,62 @@ class Handover:
             sys.path[0] = os.getcwd()  # what `python -m` puts first
         gc.collect()
         return int(pytest.console_main())
+
+
+def prepare_beside_pytest(prepare: Callable[[], Handover]) -> Handover:
+    """``prepare()`` (reading the history, the cost model, the plan, the run's record) in a
+    forked child, while this process imports pytest: the two do not depend on each other,
+    and on a runner with two CPUs the plan then costs the run's start nothing up to what
+    pytest's import takes (~150 ms). The child says what it has to say on stderr itself,
+    hands the command line back through a pipe and exits; an error there is the command's.
+
+    Without ``fork`` (or once threads run here, where a fork is unsafe) it runs in turn.
+    """
+    import threading
+
+    if not hasattr(os, "fork") or threading.active_count() > 1:
+        return prepare()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns
+        global _owner_pid
+        _owner_pid = os.getppid()
+        os.close(r)
+        out: dict[str, Any] = {"exit": 1}
+        try:
+            h = prepare()
+            out = {"args": list(h.args), "history": str(h.history_path), "run_id": h.run_id}
+        except SuitefitError as e:
+            click.echo(f"suitefit: error: {e}", err=True)
+            out = {"exit": e.exit_code}
+        except click.ClickException as e:
+            click.echo(f"suitefit: error: {e.format_message()}", err=True)
+            out = {"exit": e.exit_code}
+        except KeyboardInterrupt:
+            out = {"exit": 130}
+        except BaseException:  # what would have been a traceback here is one there, then the exit
+            import traceback
+
+            traceback.print_exc()
+        finally:
+            try:
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os.write(w, json.dumps(out).encode())
+            finally:
+                os._exit(0)
+    os.close(w)
+    with contextlib.suppress(ImportError):  # Handover.run says so, once the run is recorded
+        import pytest  # noqa: F401  (the part of pytest's start that the plan does not change)
+    with os.fdopen(r, "rb") as f:
+        data = f.read()
+    os.waitpid(pid, 0)
+    try:
+        got = json.loads(data or b"{}")
+    except ValueError:
+        got = {}
+    if "args" not in got:
+        raise SystemExit(int(got.get("exit", 1)))
+    return Handover(tuple(got["args"]), Path(got["history"]), int(got["run_id"]))

@@ -14,6 +14,7 @@ from suitefit.cli._common import (
     Handover,
     history_for_a_run,
     history_option,
+    prepare_beside_pytest,
     start_measured_run,
 )
 from suitefit.config import load_config
@@ -66,6 +67,16 @@ def command(history_path: Path | None, memory_budget: str | None, workers: int |
 
     Arguments after `--` go to pytest. Every run is recorded, so each run improves the next plan.
     """
+    return prepare_beside_pytest(lambda: _prepare(
+        history_path, memory_budget, workers, grace, shard_text, result_path, explain, explain_limit,
+        explain_time, separate_worker, pytest_args))
+
+
+def _prepare(history_path: Path | None, memory_budget: str | None, workers: int | None, grace: float,
+             shard_text: str | None, result_path: Path | None, explain: bool | None,
+             explain_limit: int | None, explain_time: float, separate_worker: str,
+             pytest_args: tuple[str, ...]) -> Handover:
+    """The plan, the run's record and pytest's command line: all that needs the history."""
     from suitefit.budget import detect_budget
     from suitefit.costs import load_costs_or_discover
     from suitefit.plan.planner import make_plan
