@@ -217,7 +217,11 @@ def prepare_beside_pytest(prepare: Callable[[], Handover]) -> Handover:
                 os._exit(0)
     os.close(w)
     with contextlib.suppress(ImportError):  # Handover.run says so, once the run is recorded
-        import pytest  # noqa: F401  (the part of pytest's start that the plan does not change)
+        # the part of pytest's start that the plan does not change: pytest, and the plugin's
+        # session module, which every `--suitefit` run imports at its configure
+        import pytest  # noqa: F401
+
+        import suitefit.session  # noqa: F401
     with os.fdopen(r, "rb") as f:
         data = f.read()
     os.waitpid(pid, 0)
