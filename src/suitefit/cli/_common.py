@@ -187,7 +187,12 @@ def prepare_beside_pytest(prepare: Callable[[], Handover]) -> Handover:
     sys.stdout.flush()
     sys.stderr.flush()
     r, w = os.pipe()
-    pid = os.fork()
+    try:
+        pid = os.fork()
+    except OSError:  # no process to spare (a limit): plan here, in turn
+        os.close(r)
+        os.close(w)
+        return prepare()
     if pid == 0:  # the child: never returns
         global _owner_pid
         _owner_pid = os.getppid()
@@ -224,11 +229,13 @@ def prepare_beside_pytest(prepare: Callable[[], Handover]) -> Handover:
         import suitefit.session  # noqa: F401
     with os.fdopen(r, "rb") as f:
         data = f.read()
-    os.waitpid(pid, 0)
+    _, status = os.waitpid(pid, 0)
     try:
         got = json.loads(data or b"{}")
     except ValueError:
         got = {}
     if "args" not in got:
+        if os.WIFSIGNALED(status):
+            raise SuitefitError(f"planning the run was killed by signal {os.WTERMSIG(status)} before it answered")
         raise SystemExit(int(got.get("exit", 1)))
     return Handover(tuple(got["args"]), Path(got["history"]), int(got["run_id"]))
