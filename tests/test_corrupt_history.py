@@ -68,3 +68,20 @@ def test_run_and_profile_set_a_corrupt_history_aside_and_go_on(tmp_path: Path, v
         runs = h.runs()
         assert [r.status for r in runs] == ["passed"]
     assert suitefit("history", cwd=tmp_path).returncode == 0
+
+
+@pytest.mark.parametrize("meta", ["[1]", "null", "{not json", '"a string"'])
+def test_a_damaged_run_meta_loses_its_facts_not_the_command(tmp_path: Path, meta: str) -> None:
+    """A run's meta edited by hand or damaged (valid SQLite, not a JSON object): the plan,
+    the listing, the report and the next run go on without what it held."""
+    import sqlite3
+
+    _project(tmp_path)
+    assert suitefit("profile", "--", "-q", cwd=tmp_path).returncode == 0
+    assert suitefit("run", "--", "-q", cwd=tmp_path).returncode == 0
+    with sqlite3.connect(tmp_path / HIST) as db:
+        db.execute("UPDATE runs SET meta = ?", [meta])
+    for args in (("plan",), ("history",), ("report", "--markdown"), ("run", "--", "-q")):
+        res = suitefit(*args, cwd=tmp_path)
+        assert res.returncode == 0, (args, res.stderr)
+        assert "Traceback" not in res.stderr + res.stdout, (args, res.stderr)

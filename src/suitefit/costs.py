@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from suitefit.config import Config
-from suitefit.history import History
+from suitefit.history import History, meta_of
 from suitefit.median import median
 from suitefit.model import CostModel, FileCost, FixtureCost, OrderConstraint, WorkerCost
 from suitefit.plan.constraints import merge_constraints
@@ -347,12 +347,11 @@ def _slowdown(history: History, run_ids: Sequence[int],
 
 def _sampler_mb(history: History, run_ids: Sequence[int]) -> float:
     """The sampler process's own peak RSS in recent runs (the largest: memory is not averaged)."""
-    import json
 
     vals = []
     for (meta_text,) in history.execute(f"SELECT meta FROM runs WHERE id IN ({_q(run_ids)})"):
         with contextlib.suppress(ValueError, TypeError):
-            v = json.loads(meta_text or "{}").get("sampler_rss_mb")
+            v = meta_of(meta_text).get("sampler_rss_mb")
             if v is not None:
                 vals.append(float(v))
     return max(vals, default=0.0)
@@ -374,7 +373,7 @@ def _peak_errors(history: History, limit: int = PEAK_ERROR_RUNS) -> tuple[float,
             "AND status != 'running' AND peak_rss_mb IS NOT NULL ORDER BY id DESC LIMIT ?", [limit]):
         try:
             predicted = float(json.loads(plan_text)["predicted_peak_mb"])
-            sampler = float(json.loads(meta_text or "{}").get("sampler_rss_mb") or 0.0)
+            sampler = float(meta_of(meta_text).get("sampler_rss_mb") or 0.0)
         except (ValueError, KeyError, TypeError):
             continue
         if predicted > 0:
@@ -393,7 +392,7 @@ def _wall_errors(history: History, limit: int = PEAK_ERROR_RUNS) -> tuple[float,
             "AND status IN ('passed', 'failed') ORDER BY id DESC LIMIT ?", [limit]):
         try:
             predicted = float(json.loads(plan_text)["predicted_wall_s"])
-            took = json.loads(meta_text or "{}").get("command_wall_s")
+            took = meta_of(meta_text).get("command_wall_s")
         except (ValueError, KeyError, TypeError):
             continue
         if predicted > 0 and isinstance(took, (int, float)) and took > 0:
@@ -422,7 +421,7 @@ def _outside(history: History, run_ids: Sequence[int]) -> dict[int, float]:
         if span is None:
             continue
         try:
-            command = float(json.loads(meta_text or "{}")["command_wall_s"])
+            command = float(meta_of(meta_text)["command_wall_s"])
             n = int(json.loads(plan_text)["workers"])
         except (ValueError, KeyError, TypeError):
             continue
@@ -434,7 +433,6 @@ def _serial_overhead(history: History, run_ids: Sequence[int]) -> list[float]:
     """Before any planned run: what a measured serial command (a profile) took beyond its
     startup and its tests, i.e. its end after the last test (pytest's summary, plugins'
     unconfigure, the exit). Every xdist worker ends the same way before its controller does."""
-    import json
 
     out: list[float] = []
     rows = history.execute(
@@ -444,7 +442,7 @@ def _serial_overhead(history: History, run_ids: Sequence[int]) -> list[float]:
     spans = _tests_spans(history, [(int(r[0]), r[1]) for r in rows])
     for run_id, meta_text, startup in rows:
         try:
-            command = float(json.loads(meta_text or "{}")["command_wall_s"])
+            command = float(meta_of(meta_text)["command_wall_s"])
         except (ValueError, KeyError, TypeError):
             continue
         span = spans.get(int(run_id))
@@ -457,16 +455,13 @@ def _serial_overhead(history: History, run_ids: Sequence[int]) -> list[float]:
 def _tests_spans(history: History, runs: Sequence[tuple[int, str | None]]) -> dict[int, tuple[float, float]]:
     """run -> (its first test's start, its last test's end): from what its session kept in its
     meta (``tests_span``), else, for a run recorded before it did, from its test rows."""
-    import json
-
     out: dict[int, tuple[float, float]] = {}
     scan: list[int] = []
     for run_id, meta_text in runs:
         try:
-            meta = json.loads(meta_text or "{}")
-            first, last = meta.get("tests_span") if isinstance(meta, dict) else None  # type: ignore[misc]
+            first, last = meta_of(meta_text)["tests_span"]
             out[run_id] = (float(first), float(last))
-        except (ValueError, TypeError):
+        except (ValueError, TypeError, KeyError):  # not kept (older runs, none run): read the rows
             scan.append(run_id)
     if scan:
         for run_id, first, last in history.execute(

@@ -23,6 +23,16 @@ from suitefit.historydb import SCHEMA_VERSION as SCHEMA_VERSION  # re-exported
 from suitefit.historydb import HistoryCorrupt as HistoryCorrupt  # re-exported
 
 
+def meta_of(text: str | None) -> dict[str, Any]:
+    """A run's meta as a dict: {} where it is missing, not JSON or not an object (a
+    hand-edited or damaged history loses those optional facts, never the command)."""
+    try:
+        d = json.loads(text) if text else {}
+    except ValueError:
+        return {}
+    return d if isinstance(d, dict) else {}
+
+
 @dataclass
 class RunRecord:
     id: int
@@ -57,7 +67,7 @@ class RunRecord:
 
     @property
     def meta_dict(self) -> dict[str, Any]:
-        return dict(json.loads(self.meta or "{}"))
+        return meta_of(self.meta)
 
     @property
     def plan_dict(self) -> dict[str, Any] | None:
@@ -289,7 +299,7 @@ class History(HistoryDB):
         """Add keys to a run's meta JSON atomically (several processes may add)."""
         with self._tx() as db:
             row = db.execute("SELECT meta FROM runs WHERE id = ?", (run_id,)).fetchone()
-            cur = json.loads(row[0]) if row and row[0] else {}
+            cur = meta_of(row[0] if row else None)
             cur.update(meta)
             db.execute("UPDATE runs SET meta = ? WHERE id = ?", (json.dumps(cur), run_id))
 
@@ -307,7 +317,7 @@ class History(HistoryDB):
         rows = self.execute("SELECT id, meta FROM runs WHERE status = 'running'")
         gone: list[int] = []
         for run_id, meta_text in rows:
-            meta = json.loads(meta_text) if meta_text else {}
+            meta = meta_of(meta_text)
             pid = meta.get("pid")
             if isinstance(pid, int) and not alive(pid, meta.get("pid_started")):
                 gone.append(int(run_id))
