@@ -119,6 +119,17 @@ def test_pytest_runs_in_the_commands_own_process_as_python_m_pytest(tmp_path: Pa
         assert "Traceback" not in err, err
 
 
+def test_a_long_pytest_command_line_comes_back_whole_from_the_planning_child(tmp_path: Path) -> None:
+    """The plan's child hands pytest's arguments back through a pipe: 200 KiB of them (more
+    than a pipe holds) arrive whole, the last one included."""
+    project(tmp_path)
+    many = [f"--deselect=tests/test_nope_{i:05d}_{'x' * 40}.py::t" for i in range(3000)]
+    res = suitefit("run", "--workers", "1", "--", "-q", *many, "--deselect=tests/test_f5.py",
+                   cwd=tmp_path, env={"WHERE_LOG": str(tmp_path / "where.jsonl")})
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert "15 passed" in res.stdout and "3 deselected" in res.stdout, res.stdout[-500:]
+
+
 def test_bad_input_is_one_line(tmp_path: Path) -> None:
     project(tmp_path)
     assert_one_line_error(suitefit("run", "--", "-n", "3", cwd=tmp_path), "conflicts with the plan")

@@ -217,7 +217,9 @@ def prepare_beside_pytest(prepare: Callable[[], Handover]) -> Handover:
             try:
                 sys.stdout.flush()
                 sys.stderr.flush()
-                os.write(w, json.dumps(out).encode())
+                rest = memoryview(json.dumps(out).encode())
+                while rest:  # a long command line can be more than one write takes
+                    rest = rest[os.write(w, rest):]
             finally:
                 os._exit(0)
     os.close(w)
