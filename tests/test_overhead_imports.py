@@ -77,7 +77,8 @@ def test_a_measured_serial_run_loads_what_it_uses_only(tmp_path: Path) -> None:
     got = _run_pytest(suite, "--suitefit", f"--suitefit-history={tmp_path / 'h.sqlite'}")
     loaded = set(got["modules"])
     for heavy in ("psutil", "suitefit.model", "suitefit.measure.watcher", "suitefit.measure.journal",
-                  "suitefit.plan", "suitefit.costs", "suitefit.run_control", "suitefit.release"):
+                  "suitefit.plan", "suitefit.costs", "suitefit.run_control", "suitefit.release",
+                  "suitefit.config"):  # no [tool.suitefit] anywhere: no budget to read
         assert heavy not in loaded, heavy
     assert "suitefit.session" in loaded and "suitefit.summary" in loaded  # it did measure
     assert got["logreport"] == ["WorkerRecorder"]
@@ -165,3 +166,18 @@ def test_plain_row_columns_are_the_records_fields() -> None:
 
     for cols, record in ((TEST_COLUMNS, TestRecord), (FILE_COLUMNS, FileRecord), (SAMPLE_COLUMNS, SampleRecord)):
         assert cols == tuple(f.name for f in fields(record))
+
+
+def test_a_configured_budget_is_the_threshold_of_a_plain_measured_run(tmp_path: Path) -> None:
+    """`pytest --suitefit` draws its line at [tool.suitefit] memory_budget; a pyproject that
+    does not mention suitefit configures none and is not parsed (the config module stays out)."""
+    suite = _suite(tmp_path)
+    (suite / "pyproject.toml").write_text('[tool.pytest.ini_options]\naddopts = ""\n')
+    got = _run_pytest(suite, "--suitefit", f"--suitefit-history={tmp_path / 'a.sqlite'}")
+    assert "suitefit.config" not in set(got["modules"])
+    (suite / "pyproject.toml").write_text('[tool.suitefit]\nmemory_budget = "123MiB"\n')
+    got = _run_pytest(suite, "--suitefit", f"--suitefit-history={tmp_path / 'b.sqlite'}")
+    assert "suitefit.config" in set(got["modules"])
+    for name, want in (("a.sqlite", None), ("b.sqlite", 123.0)):
+        with History(tmp_path / name) as h:
+            assert h.runs(limit=1)[0].threshold_mb == want, name
