@@ -81,7 +81,8 @@ def test_what_pytest_sees():
         json.dump({"pid": os.getpid(), "argv0": sys.argv[0], "helper": helper.VALUE,
                    "stdin": os.readlink("/proc/self/fd/0"), "omp": os.environ.get("OMP_NUM_THREADS"),
                    "cli": "suitefit.cli.run" in sys.modules,
-                   "planner": "suitefit.plan.planner" in sys.modules or "suitefit.costs" in sys.modules, "status": json.loads(listed.stdout)[0]["status"]}, f)
+                   "planner": "suitefit.plan.planner" in sys.modules or "suitefit.costs" in sys.modules,
+                   "status": json.loads(listed.stdout)[0]["status"]}, f)
 
 def test_fails():
     assert os.environ.get("FAIL") != "1"

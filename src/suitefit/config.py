@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from suitefit.errors import SuitefitError
+from suitefit.pyproject import find_pyproject
 from suitefit.units import parse_size_mb
 
 if sys.version_info >= (3, 11):
@@ -357,14 +358,6 @@ def make_config(root: Path, pyproject: Path | None, raw: Mapping[str, Any]) -> C
     except SuitefitError as e:
         raise SuitefitError(f"{pyproject}: {e}" if pyproject else str(e), e.exit_code) from None
     return Config(root=root, pyproject=pyproject, raw=raw, values=values)
-
-
-def find_pyproject(start: Path) -> Path | None:
-    for d in [start, *start.parents]:
-        p = d / "pyproject.toml"
-        if p.is_file():
-            return p
-    return None
 
 
 def load_config(start: Path | None = None) -> Config:

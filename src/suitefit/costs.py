@@ -347,7 +347,6 @@ def _slowdown(history: History, run_ids: Sequence[int],
 
 def _sampler_mb(history: History, run_ids: Sequence[int]) -> float:
     """The sampler process's own peak RSS in recent runs (the largest: memory is not averaged)."""
-
     vals = []
     for (meta_text,) in history.execute(f"SELECT meta FROM runs WHERE id IN ({_q(run_ids)})"):
         with contextlib.suppress(ValueError, TypeError):
@@ -415,13 +414,14 @@ def _outside(history: History, run_ids: Sequence[int]) -> dict[int, float]:
     rows = history.execute(
         f"SELECT r.id, r.plan, r.meta FROM runs r WHERE r.id IN ({_q(run_ids)}) AND r.kind = 'run' "
         f"AND r.plan IS NOT NULL AND r.status IN ('passed', 'failed')")
-    spans = _tests_spans(history, [(int(r[0]), r[2]) for r in rows])
-    for run_id, plan_text, meta_text in rows:
+    metas = {int(r[0]): meta_of(r[2]) for r in rows}
+    spans = _tests_spans(history, metas)
+    for run_id, plan_text, _ in rows:
         span = spans.get(int(run_id))
         if span is None:
             continue
         try:
-            command = float(meta_of(meta_text)["command_wall_s"])
+            command = float(metas[int(run_id)]["command_wall_s"])
             n = int(json.loads(plan_text)["workers"])
         except (ValueError, KeyError, TypeError):
             continue
@@ -433,16 +433,16 @@ def _serial_overhead(history: History, run_ids: Sequence[int]) -> list[float]:
     """Before any planned run: what a measured serial command (a profile) took beyond its
     startup and its tests, i.e. its end after the last test (pytest's summary, plugins'
     unconfigure, the exit). Every xdist worker ends the same way before its controller does."""
-
     out: list[float] = []
     rows = history.execute(
         f"SELECT r.id, r.meta, (SELECT MIN(w.startup_s) FROM workers w WHERE w.run_id = r.id) "
         f"FROM runs r WHERE r.id IN ({_q(run_ids)}) AND r.plan IS NULL AND r.workers <= 1 "
         f"AND r.status IN ('passed', 'failed')")
-    spans = _tests_spans(history, [(int(r[0]), r[1]) for r in rows])
-    for run_id, meta_text, startup in rows:
+    metas = {int(r[0]): meta_of(r[1]) for r in rows}
+    spans = _tests_spans(history, metas)
+    for run_id, _, startup in rows:
         try:
-            command = float(meta_of(meta_text)["command_wall_s"])
+            command = float(metas[int(run_id)]["command_wall_s"])
         except (ValueError, KeyError, TypeError):
             continue
         span = spans.get(int(run_id))
@@ -452,14 +452,14 @@ def _serial_overhead(history: History, run_ids: Sequence[int]) -> list[float]:
     return out
 
 
-def _tests_spans(history: History, runs: Sequence[tuple[int, str | None]]) -> dict[int, tuple[float, float]]:
+def _tests_spans(history: History, metas: Mapping[int, Mapping[str, Any]]) -> dict[int, tuple[float, float]]:
     """run -> (its first test's start, its last test's end): from what its session kept in its
     meta (``tests_span``), else, for a run recorded before it did, from its test rows."""
     out: dict[int, tuple[float, float]] = {}
     scan: list[int] = []
-    for run_id, meta_text in runs:
+    for run_id, meta in metas.items():
         try:
-            first, last = meta_of(meta_text)["tests_span"]
+            first, last = meta["tests_span"]
             out[run_id] = (float(first), float(last))
         except (ValueError, TypeError, KeyError):  # not kept (older runs, none run): read the rows
             scan.append(run_id)
@@ -476,17 +476,17 @@ def _doubtful(history: History, run_ids: Sequence[int]) -> dict[tuple[int, str],
     """(run, file) -> (time of its failed tests, what they would take at its passing tests'
     average): a test that failed, hung to a timeout or was cut by a crash says little about
     the file's normal cost. Runs that crashed or were interrupted count as failed throughout."""
-    ids = _q(run_ids)
-    bad_runs = {int(r[0]) for r in history.execute(
-        f"SELECT id FROM runs WHERE id IN ({ids}) AND status IN ('crashed', 'interrupted')")}
     # only runs where something failed (or that did not count): a passing run's rows say nothing
     # here, and reading them all was most of a plan's time on a 50,000-test history
-    ids = _q([int(r[0]) for r in history.execute(
-        f"SELECT id FROM runs WHERE id IN ({ids}) AND (status NOT IN ('passed', 'no-tests') "
-        f"OR failed IS NULL OR errors IS NULL OR failed > 0 OR errors > 0)")])
+    runs = history.execute(
+        f"SELECT id, status IN ('crashed', 'interrupted') FROM runs WHERE id IN ({_q(run_ids)}) "
+        f"AND (status NOT IN ('passed', 'no-tests') OR failed IS NULL OR errors IS NULL "
+        f"OR failed > 0 OR errors > 0)")
+    bad_runs = {int(run_id) for run_id, bad in runs if bad}
     out: dict[tuple[int, str], tuple[float, float]] = {}
-    if not ids:
+    if not runs:
         return out
+    ids = _q([int(r[0]) for r in runs])
     for run_id, file, bad_s, n_bad, ok_s, n_ok in history.execute(
             f"SELECT run_id, file, "
             f"SUM(CASE WHEN outcome IN ('failed', 'error') THEN wall_s ELSE 0 END), "

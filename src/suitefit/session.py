@@ -586,17 +586,13 @@ def _default_threshold(config: pytest.Config) -> float | None:
     A nearest pyproject.toml that does not mention suitefit (or none at all) configures
     none: told from its bytes, without the config module's import and a TOML parse
     (~14 ms of every plain `pytest --suitefit`; `suitefit run` passes its budget)."""
-    root = config.rootpath.resolve()
-    for d in (root, *root.parents):
-        pp = d / "pyproject.toml"
-        if pp.is_file():
-            try:
-                if b"suitefit" not in pp.read_bytes():
-                    return None
-            except OSError:
-                return None
-            break
-    else:
+    from suitefit.pyproject import find_pyproject
+
+    pp = find_pyproject(config.rootpath.resolve())
+    try:
+        if pp is None or b"suitefit" not in pp.read_bytes():
+            return None
+    except OSError:
         return None
     from suitefit.config import load_config
 

@@ -83,32 +83,39 @@ def cli() -> None:
     """Make a pytest suite fit its CI runner: fast, inside its memory, never silent."""
 
 
+def say_error(e: BaseException) -> int | None:
+    """The one line a command's error gets on stderr, and its exit status; None for anything
+    else (a bug: its traceback is worth more than a line)."""
+    if isinstance(e, SuitefitError):
+        click.echo(f"suitefit: error: {e}", err=True)
+        return e.exit_code
+    if isinstance(e, click.exceptions.Exit):
+        return e.exit_code
+    if isinstance(e, click.ClickException):
+        click.echo(f"suitefit: error: {e.format_message()}", err=True)
+        return e.exit_code
+    if isinstance(e, click.exceptions.Abort):
+        click.echo("suitefit: aborted", err=True)
+        return 130
+    if isinstance(e, KeyboardInterrupt):
+        click.echo("suitefit: interrupted", err=True)
+        return 130
+    return None
+
+
 def main(argv: list[str] | None = None) -> Any:
     try:
         rv = cli.main(args=argv, prog_name="suitefit", standalone_mode=False)
-    except SuitefitError as e:
-        click.echo(f"suitefit: error: {e}", err=True)
-        sys.exit(e.exit_code)
-    except click.exceptions.Exit as e:
-        sys.exit(e.exit_code)
-    except click.ClickException as e:
-        click.echo(f"suitefit: error: {e.format_message()}", err=True)
-        sys.exit(e.exit_code)
-    except click.exceptions.Abort:
-        click.echo("suitefit: aborted", err=True)
-        sys.exit(130)
-    except KeyboardInterrupt:
-        click.echo("suitefit: interrupted", err=True)
-        sys.exit(130)
+        if rv is not None:
+            from suitefit.cli._common import Handover
+
+            if isinstance(rv, Handover):  # `suitefit run`: click is done, pytest runs here
+                rv = rv.run()
+    except BaseException as e:
+        code = say_error(e)
+        if code is None:
+            raise
+        sys.exit(code)
     if isinstance(rv, int) and not isinstance(rv, bool):
         sys.exit(rv)
-    if rv is not None:
-        from suitefit.cli._common import Handover
-
-        if isinstance(rv, Handover):  # `suitefit run`: click is done, pytest runs here
-            try:
-                sys.exit(rv.run())
-            except SuitefitError as e:
-                click.echo(f"suitefit: error: {e}", err=True)
-                sys.exit(e.exit_code)
     return rv

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import gc
 import importlib.util
 import json
 import os
@@ -140,8 +139,8 @@ class Handover:
     "fifth round"). pytest runs as ``python -m pytest`` would: the same argv, the working
     directory first on ``sys.path``, stdin /dev/null (a test that reads it must not hang
     CI), BLAS/OpenMP pools pinned to a thread. Returned by the command rather than called
-    from it, so that the plan, the cost model and click's context are freed before the
-    first test. From here the plugin (``run_close``) says the run's closing lines.
+    from it, so that click's context is gone before the first test. From here the plugin
+    (``run_close``) says the run's closing lines.
     """
 
     args: tuple[str, ...]
@@ -167,7 +166,6 @@ class Handover:
         sys.argv = [spec.origin if spec is not None and spec.origin else "pytest", *self.args]
         if not getattr(sys.flags, "safe_path", False) and sys.path:  # -P (3.11+)
             sys.path[0] = os.getcwd()  # what `python -m` puts first
-        gc.collect()
         return int(pytest.console_main())
 
 
@@ -201,18 +199,17 @@ def prepare_beside_pytest(prepare: Callable[[], Handover]) -> Handover:
         try:
             h = prepare()
             out = {"args": list(h.args), "history": str(h.history_path), "run_id": h.run_id}
-        except SuitefitError as e:
-            click.echo(f"suitefit: error: {e}", err=True)
-            out = {"exit": e.exit_code}
-        except click.ClickException as e:
-            click.echo(f"suitefit: error: {e.format_message()}", err=True)
-            out = {"exit": e.exit_code}
-        except KeyboardInterrupt:
+        except KeyboardInterrupt:  # the parent got the same signal and says so
             out = {"exit": 130}
-        except BaseException:  # what would have been a traceback here is one there, then the exit
-            import traceback
+        except BaseException as e:
+            from suitefit.cli import say_error
 
-            traceback.print_exc()
+            code = say_error(e)
+            if code is None:  # what would have been a traceback here is one there, then the exit
+                import traceback
+
+                traceback.print_exc()
+            out = {"exit": 1 if code is None else code}
         finally:
             try:
                 sys.stdout.flush()

@@ -7,6 +7,7 @@ import json
 import os
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -59,17 +60,12 @@ def _check_args(args: list[str]) -> None:
                    "a test that kills the process and names it (auto: after a crashed run, if the "
                    "controller's memory fits beside the predicted peak)")
 @click.argument("pytest_args", nargs=-1, type=click.UNPROCESSED)
-def command(history_path: Path | None, memory_budget: str | None, workers: int | None, grace: float,
-            shard_text: str | None, result_path: Path | None, explain: bool | None,
-            explain_limit: int | None, explain_time: float, separate_worker: str,
-            pytest_args: tuple[str, ...]) -> Handover:
+def command(**options: Any) -> Handover:
     """Run the suite under a plan made from the history (through pytest-xdist).
 
     Arguments after `--` go to pytest. Every run is recorded, so each run improves the next plan.
     """
-    return prepare_beside_pytest(lambda: _prepare(
-        history_path, memory_budget, workers, grace, shard_text, result_path, explain, explain_limit,
-        explain_time, separate_worker, pytest_args))
+    return prepare_beside_pytest(lambda: _prepare(**options))
 
 
 def _prepare(history_path: Path | None, memory_budget: str | None, workers: int | None, grace: float,

@@ -100,7 +100,7 @@ class Watcher:
         self.run_id = int(cfg["run_id"])
         self.interval = float(cfg.get("interval", 0.1))
         self.pss_every = max(0, int(cfg.get("pss_every", 10)))
-        self.pss_budget = float(cfg.get("pss_budget", 0.002))  # sampler.PSS_BUDGET
+        self.pss_budget = float(cfg["pss_budget"])  # what SamplerProcess was given
         self.started_wall = float(cfg["started_wall"])
         self.threshold_mb = cfg.get("threshold_mb")
         self.stream = bool(cfg.get("stream"))
