@@ -67,10 +67,9 @@ CREATE TABLE IF NOT EXISTS tests (
     started REAL NOT NULL,
     setup_s REAL NOT NULL DEFAULT 0, call_s REAL NOT NULL DEFAULT 0, teardown_s REAL NOT NULL DEFAULT 0,
     wall_s REAL NOT NULL, cpu_s REAL NOT NULL,
-    outcome TEXT NOT NULL,
-    PRIMARY KEY (run_id, nodeid)
+    outcome TEXT NOT NULL
 );
-CREATE INDEX IF NOT EXISTS tests_by_file ON tests(run_id, file);
+CREATE INDEX IF NOT EXISTS tests_by_run ON tests(run_id);
 CREATE TABLE IF NOT EXISTS files (
     run_id INTEGER NOT NULL REFERENCES runs(id),
     path TEXT NOT NULL,
@@ -178,6 +177,31 @@ class _Transaction:
             raise self._h._explain(exc) from None
 
 
+# The tests table as it first shipped: keyed by (run_id, nodeid) and indexed by file, so each
+# measured test's row updated three B-trees. Now rows are appended in rowid order and indexed
+# by run only (every reader asks for whole runs, or scans for one nodeid in diagnosis): 30%
+# less per row written, ~9k instructions of a test's ~94k measuring cost (benchmarks/README.md,
+# "per-test cost"). Histories written before are rebuilt once, on their first open.
+_OLD_TESTS_INDEX = "tests_by_file"
+
+
+def _set_keyed_tests_aside(db: sqlite3.Connection) -> list[str] | None:
+    """Rename a keyed tests table out of the way (the schema then creates the new one);
+    its columns, for ``_copy_keyed_tests``, or None when there is none."""
+    if db.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (_OLD_TESTS_INDEX,)).fetchone() is None:
+        return None
+    cols = [r[1] for r in db.execute("PRAGMA table_info(tests)")]
+    db.execute(f"DROP INDEX {_OLD_TESTS_INDEX}")
+    db.execute("ALTER TABLE tests RENAME TO tests_keyed")
+    return cols
+
+
+def _copy_keyed_tests(db: sqlite3.Connection, cols: list[str]) -> None:
+    keep = ", ".join(cols)
+    db.execute(f"INSERT INTO tests ({keep}) SELECT {keep} FROM tests_keyed ORDER BY rowid")
+    db.execute("DROP TABLE tests_keyed")
+
+
 class HistoryDB:
     """A connection to one history file, and the writes that take plain rows. Cheap to open;
     open one per process."""
@@ -235,18 +259,23 @@ class HistoryDB:
                 f"history {self.filename} has schema {version}, newer than this suitefit's "
                 f"{SCHEMA_VERSION}: upgrade suitefit"
             )
-        have = {r[0] for r in self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        names = {name: kind for name, kind in self._db.execute("SELECT name, type FROM sqlite_master")}
+        have = {name for name, kind in names.items() if kind == "table"}
         missing_cols = [(t, c, decl) for t, c, decl in _ADDED_COLUMNS
                         if t in have and c not in self._columns(t)]
-        if version == SCHEMA_VERSION and have >= _TABLES and not missing_cols:
+        keyed_tests = _OLD_TESTS_INDEX in names
+        if version == SCHEMA_VERSION and have >= _TABLES and not missing_cols and not keyed_tests:
             return
         with self._tx() as db:
+            keyed_cols = _set_keyed_tests_aside(db) if keyed_tests else None
             for stmt in _SCHEMA.split(";"):
                 if stmt.strip():
                     db.execute(stmt)
             for t, c, decl in _ADDED_COLUMNS:
                 if c not in self._columns(t):
                     db.execute(f"ALTER TABLE {t} ADD COLUMN {c} {decl}")
+            if keyed_cols is not None:
+                _copy_keyed_tests(db, keyed_cols)
             db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     def _columns(self, table: str) -> set[str]:
@@ -259,7 +288,8 @@ class HistoryDB:
 
     def insert_rows(self, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]], *,
                     replace: bool = True) -> None:
-        """``rows`` (tuples in ``columns``' order) in one transaction; a repeated key replaces."""
+        """``rows`` (tuples in ``columns``' order) in one transaction; a repeated key replaces
+        (where the table has one)."""
         if not rows:
             return
         verb = "INSERT OR REPLACE" if replace else "INSERT"
@@ -269,7 +299,7 @@ class HistoryDB:
 
     def add_test_rows(self, rows: Sequence[Sequence[Any]]) -> None:
         """Test rows as tuples in ``TEST_COLUMNS`` order (a worker's batched writes)."""
-        self.insert_rows("tests", TEST_COLUMNS, rows)
+        self.insert_rows("tests", TEST_COLUMNS, rows, replace=False)
 
     def add_file_rows(self, rows: Sequence[Sequence[Any]]) -> None:
         """File rows as tuples in ``FILE_COLUMNS`` order (the sampler process's)."""

@@ -68,7 +68,6 @@ class RunSide:
         self.sampler = SamplerProcess(os.getpid(), history=history.path.as_posix(), run_id=run_id,
                                       started_wall=started, threshold_mb=threshold_mb,
                                       interval=config.getoption("suitefit_interval"), stream=distributed)
-        self._progress_at = 0.0
         self.finished = False
         self.local_worker: WorkerRecorder | None = None  # without xdist this process runs the tests
         self.control: Any = None  # RunControl, when running under a plan
@@ -164,18 +163,15 @@ class RunSide:
     def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
         self._start_progress(len(ids))
 
-    def test_done(self) -> None:
-        """A test of this process is done (without xdist; the recorder calls this after its
-        teardown report, so that this side needs no report hook of its own, per test)."""
-        self.done += 1
+    def tests_done(self, n: int) -> None:
+        """``n`` tests of this process are done (without xdist; the recorder calls this at
+        most 10 times a second, so that this side needs no per-test hook or call of its own)."""
+        self.done = n
         if self.progress is not None:
             # No sampler callbacks in a process that runs tests: the progress line is
-            # fed here, on the test's thread, from the sampler's shared page, at most 10 a second.
-            now = timing.monotonic()
-            if now - self._progress_at >= 0.1:
-                self._progress_at = now
-                last = self.sampler.last
-                self.progress.update(self.done, last.rss_mb if last is not None else float("nan"))
+            # fed here, on the test's thread, from the sampler's shared page.
+            last = self.sampler.last
+            self.progress.update(n, last.rss_mb if last is not None else float("nan"))
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         """A file that failed to collect is a failure too: keep it with its reason (once, not per worker)."""
@@ -263,8 +259,10 @@ class RunSide:
             "SELECT COUNT(*), MAX(peak_rss_mb) FROM workers WHERE run_id = ?", [self.run_id])[0]
         # A spike shorter than the sampling interval is still in a worker's exact (VmHWM) peak.
         peak = max(peaks.peak_rss_mb, worker_peak or 0.0)
+        if self.local_worker is not None:
+            self.done = self.local_worker.tests_done  # the count the rate limit held back
         if self.progress is not None:
-            self.progress.update(self.done, float("nan"))  # the count the rate limit held back
+            self.progress.update(self.done, float("nan"))
             self.progress.freeze(peak)  # its final line comes after pytest's output (close_progress)
         status = {0: "passed", 1: "failed", 2: "interrupted", 3: "internal-error", 4: "usage-error",
                   5: "no-tests"}.get(exitstatus, "error")
@@ -437,7 +435,7 @@ def _configure_controller(config: pytest.Config) -> None:
         wr = WorkerRecorder(history, run_id, MAIN_WORKER, Sender(side.sampler.channel_path),
                             reap_grace_s=grace, announce_tests=side.control is not None,
                             exclude_pids=(side.sampler.pid,) if side.sampler.pid else (),
-                            exact_hwm=side.exact_hwm, after_test=side.test_done)
+                            exact_hwm=side.exact_hwm, after_tests=side.tests_done)
         config.stash[WORKER_KEY] = wr
         config.pluginmanager.register(wr, "suitefit-worker")
         side.local_worker = wr

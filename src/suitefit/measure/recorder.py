@@ -68,6 +68,7 @@ class _Segment:
 # "per-test cost", counts the instructions).
 _PHASE = {"setup": 0, "call": 1, "teardown": 2}
 _OUTCOME, _REASON = 3, 4
+TICK_S = 0.1  # how often the per-test path looks at the clock's business (progress, late rows)
 
 
 def _new_phases() -> list[Any]:
@@ -135,9 +136,9 @@ class WorkerRecorder:
     announce_tests: bool = False  # tell the sampler process each test (it keeps the journal)
     exclude_pids: tuple[int, ...] = ()  # never leftovers: the sampler process, when it is our child
     exact_hwm: bool = True  # False where /proc/self/clear_refs refuses: no per-file VmHWM
-    # called after each test's teardown report (without xdist: the session's progress
-    # count, which then needs no report hook of its own)
-    after_test: Callable[[], None] | None = None
+    # called with the number of tests done, at most every TICK_S (without xdist: the
+    # session's progress line, which then needs no per-test hook or call of its own)
+    after_tests: Callable[[int], None] | None = None
 
     def __post_init__(self) -> None:
         self._seq = 0
@@ -154,7 +155,7 @@ class WorkerRecorder:
         self._finished = False
         self._fixture_now: str | None = None
         self._autouse: set[str] = set()  # fixtures some test gets as autouse
-        self._last_flush = timing.monotonic()
+        self._last_flush = self._tick_at = timing.monotonic()
         self.started_by: dict[int, str] = {}  # pid -> the test or fixture that started it
         self._kids_raw = b""
         self._kids_fd: int | None = None  # this thread's /proc children file, kept open
@@ -167,6 +168,10 @@ class WorkerRecorder:
         self._started = timing.wall() - age if age is not None else proctree.create_time(self.pid)
         self._collect_s: float | None = None
         self.channel.send("H", self.worker, self.pid)
+
+    @property
+    def tests_done(self) -> int:
+        return self._seq
 
     @property
     def current(self) -> tuple[str | None, float]:
@@ -252,8 +257,19 @@ class WorkerRecorder:
             self._current = None
             if nextitem is None or (nextitem.path is not node_path and file_of(nextitem.nodeid) != path):
                 self._close_segment()
-            if len(self._tests) >= self.flush_tests or timing.monotonic() - self._last_flush >= self.flush_s:
+            if len(self._tests) >= self.flush_tests:
                 self.flush()
+            now = timing.monotonic()
+            if now >= self._tick_at:
+                self._tick(now)
+
+    def _tick(self, now: float) -> None:
+        """What runs by the clock, not per test: the progress count, and rows that waited long."""
+        self._tick_at = now + TICK_S
+        if self.after_tests is not None:
+            self.after_tests(self._seq)
+        if now - self._last_flush >= self.flush_s:
+            self.flush()
 
     def _note_new_children(self, nodeid: str) -> None:
         """Name the processes a test started and left running (only when leftovers are reaped).
@@ -299,12 +315,11 @@ class WorkerRecorder:
         i = _PHASE.get(when)
         if i is not None:
             ph[i] += report.duration
-        if when == "call" or report.outcome != "passed":  # a passed setup or teardown changes nothing
+        # a passed phase of a test that passed so far changes nothing (an xpass says wasxfail)
+        if report.outcome != "passed" or (when == "call" and (ph[_OUTCOME] != "passed" or hasattr(report, "wasxfail"))):
             ph[_OUTCOME] = outcome_of(ph[_OUTCOME], report)
             if report.failed and ph[_REASON] is None:
                 ph[_REASON] = short_reason(report)
-        if when == "teardown" and self.after_test is not None:
-            self.after_test()
 
     @pytest.hookimpl(wrapper=True)
     def pytest_fixture_setup(self, fixturedef: Any, request: Any) -> Generator[None, Any, Any]:
