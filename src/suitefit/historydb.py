@@ -181,13 +181,14 @@ class _Transaction:
 # measured test's row updated three B-trees. Now rows are appended in rowid order and indexed
 # by run only (every reader asks for whole runs, or scans for one nodeid in diagnosis): 30%
 # less per row written, ~9k instructions of a test's ~94k measuring cost (benchmarks/README.md,
-# "per-test cost"). Histories written before are rebuilt once, on their first open.
+# bench_overhead.py, "Sixth round"). Histories written before are rebuilt once, on their first open.
 _OLD_TESTS_INDEX = "tests_by_file"
 
 
 def _set_keyed_tests_aside(db: sqlite3.Connection) -> list[str] | None:
     """Rename a keyed tests table out of the way (the schema then creates the new one);
-    its columns, for ``_copy_keyed_tests``, or None when there is none."""
+    its columns, for ``_copy_keyed_tests``, or None when there is none: looked up again inside
+    the transaction, since another process may have rebuilt it since ``_migrate`` looked."""
     if db.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (_OLD_TESTS_INDEX,)).fetchone() is None:
         return None
     cols = [r[1] for r in db.execute("PRAGMA table_info(tests)")]

@@ -163,7 +163,7 @@ class RunSide:
     def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
         self._start_progress(len(ids))
 
-    def tests_done(self, n: int) -> None:
+    def show_done(self, n: int) -> None:
         """``n`` tests of this process are done (without xdist; the recorder calls this at
         most 10 times a second, so that this side needs no per-test hook or call of its own)."""
         self.done = n
@@ -435,7 +435,7 @@ def _configure_controller(config: pytest.Config) -> None:
         wr = WorkerRecorder(history, run_id, MAIN_WORKER, Sender(side.sampler.channel_path),
                             reap_grace_s=grace, announce_tests=side.control is not None,
                             exclude_pids=(side.sampler.pid,) if side.sampler.pid else (),
-                            exact_hwm=side.exact_hwm, after_tests=side.tests_done)
+                            exact_hwm=side.exact_hwm, after_tests=side.show_done)
         config.stash[WORKER_KEY] = wr
         config.pluginmanager.register(wr, "suitefit-worker")
         side.local_worker = wr

@@ -315,8 +315,7 @@ class WorkerRecorder:
         i = _PHASE.get(when)
         if i is not None:
             ph[i] += report.duration
-        # a passed phase of a test that passed so far changes nothing (an xpass says wasxfail)
-        if report.outcome != "passed" or (when == "call" and (ph[_OUTCOME] != "passed" or hasattr(report, "wasxfail"))):
+        if when == "call" or report.outcome != "passed":  # a passed setup or teardown changes nothing
             ph[_OUTCOME] = outcome_of(ph[_OUTCOME], report)
             if report.failed and ph[_REASON] is None:
                 ph[_REASON] = short_reason(report)
