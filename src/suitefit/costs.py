@@ -504,10 +504,13 @@ def _last_tests(history: History, run_ids: Sequence[int]) -> dict[tuple[int, str
     """(run, file) -> the time of the file's last test in run order (xdist holds that test
     until its worker gets a next one)."""
     out: dict[tuple[int, str], float] = {}
-    for run_id, file, wall in history.execute(
-            f"SELECT t.run_id, t.file, t.wall_s FROM tests t JOIN (SELECT run_id, file, MAX(seq) AS s "
-            f"FROM tests WHERE run_id IN ({_q(run_ids)}) GROUP BY run_id, file, worker) m "
-            f"ON t.run_id = m.run_id AND t.file = m.file AND t.seq = m.s"):
+    # One pass over the runs' rows: with a lone MAX(), SQLite takes a bare column (wall_s)
+    # from the row that holds the maximum. The tests table is indexed by run only, so a join
+    # back to it on (run, file, seq) searched a run's rows once per file: 1.5 s of every
+    # plan on a 50,000-test history, paid before `suitefit run` could start its workers.
+    for run_id, file, wall, _seq in history.execute(
+            f"SELECT run_id, file, wall_s, MAX(seq) FROM tests WHERE run_id IN ({_q(run_ids)}) "
+            f"GROUP BY run_id, file, worker"):
         out[(int(run_id), str(file))] = float(wall)
     return out
 
