@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
@@ -214,6 +215,29 @@ def test_sigterm_flushes_and_ctrl_c_is_ignored(tmp_path: Path) -> None:
     peaks = sp.stop()
     assert peaks.samples >= 5
     assert len(h.samples(run_id)) == peaks.samples  # written before it went, not lost with it
+
+
+def test_the_history_is_open_before_the_session_ends(tmp_path: Path) -> None:
+    """The sampler opens the history after its first sample, while the session starts up,
+    long before its first flush (2 s): the session's end waits for the sampler, and then only
+    its writes are left (a short run's end paid sqlite3's import and the open too)."""
+    h, run_id = new_history(tmp_path)
+    sp = SamplerProcess(os.getpid(), history=str(h.path), run_id=run_id, started_wall=time.time(),
+                        threshold_mb=None, interval=0.05)
+    sp.start()
+    try:
+        assert sp.pid is not None
+        deadline = time.monotonic() + 1.0
+        opened = False
+        while not opened and time.monotonic() < deadline:
+            time.sleep(0.05)
+            with contextlib.suppress(OSError):  # a descriptor closed between list and read
+                opened = any(os.readlink(f"/proc/{sp.pid}/fd/{fd}") == str(h.path)
+                             for fd in os.listdir(f"/proc/{sp.pid}/fd"))
+        assert opened, "the sampler had not opened the history 1 s after its start"
+    finally:
+        peaks = sp.stop()
+    assert peaks.samples >= 1 and len(h.samples(run_id)) == peaks.samples
 
 
 def test_a_broken_history_does_not_hang_the_session(tmp_path: Path) -> None:

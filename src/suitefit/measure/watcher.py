@@ -124,6 +124,7 @@ class Watcher:
         self._next_pss = 0.0
         self._last_flush = timing.monotonic()
         self._history: HistoryDB | None = None
+        self._opened = False  # the history opened ahead of the first flush (run)
         self.page = self._open_page(cfg.get("page"))
         self.journal: Any = None
         self.heartbeat: Any = None
@@ -357,6 +358,13 @@ class Watcher:
                 self.sample()
             if timing.monotonic() - self._last_flush >= self.flush_interval:
                 self.flush()
+            elif not self._opened:
+                # Opened now, after the first sample, while the session still starts up: at
+                # the session's end (which waits for this process) only the writes are left.
+                # A short run's end otherwise also paid sqlite3's import and the open.
+                self._opened = True  # tried once: a broken history is the flushes' to report
+                with contextlib.suppress(Exception):
+                    self.db()
             if os.getppid() != self.parent:  # the session's process is gone (killed): end with it
                 break
             next_t += self.interval
