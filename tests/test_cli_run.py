@@ -80,7 +80,7 @@ def test_what_pytest_sees():
     with open(os.environ["SEEN"], "w") as f:
         json.dump({"pid": os.getpid(), "argv0": sys.argv[0], "helper": helper.VALUE,
                    "stdin": os.readlink("/proc/self/fd/0"), "omp": os.environ.get("OMP_NUM_THREADS"),
-                   "cli": "suitefit.cli.run" in sys.modules,
+                   "cli": "suitefit.cli.handover" in sys.modules, "click": "click" in sys.modules,
                    "planner": "suitefit.plan.planner" in sys.modules or "suitefit.costs" in sys.modules,
                    "status": json.loads(listed.stdout)[0]["status"]}, f)
 
@@ -90,8 +90,8 @@ def test_fails():
 
 
 def test_pytest_runs_in_the_commands_own_process_as_python_m_pytest(tmp_path: Path) -> None:
-    """`suitefit run` hands its process to pytest (no second interpreter, no exec; the plan is
-    made in a forked child meanwhile): from the installed console script, a test sees what
+    """`suitefit run` hands its process to pytest (no second interpreter, no exec; the command
+    line is parsed and the plan made in a child forked before click is imported): from the installed console script, a test sees what
     `python -m pytest` gives it, the run's owner is that process, pytest warns of nothing it
     imported first, and pytest's exit status is the command's."""
     import sys
@@ -115,6 +115,7 @@ def test_pytest_runs_in_the_commands_own_process_as_python_m_pytest(tmp_path: Pa
         assert seen["helper"] == 7 and seen["stdin"] == "/dev/null" and seen["omp"] == "1"
         assert seen["status"] == "running", seen  # not settled as crashed while it runs
         assert not seen["planner"], "the plan was made in this process, not beside it"
+        assert not seen["click"], "the command line was parsed in this process, not in the planning child"
         assert seen["argv0"].endswith(os.path.join("pytest", "__main__.py"))
         assert "Warning" not in out, out  # e.g. PytestAssertRewriteWarning on suitefit's package
         assert "Traceback" not in err, err

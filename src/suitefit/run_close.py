@@ -1,6 +1,6 @@
 """The end of a `suitefit run`, said by pytest's own process.
 
-`suitefit run` plans and then hands its process over to pytest (``cli._common.Handover``) instead of
+`suitefit run` plans and then hands its process over to pytest (``cli.handover.Handover``) instead of
 waiting beside it: a waiting CLI would hold 25-35 MiB for the whole run, memory the
 budget would have to keep for a process that does nothing. So the controller says
 what the CLI used to: the run against its prediction, the shard's result file, a

@@ -15,7 +15,6 @@ from suitefit.cli._common import (
     Handover,
     history_for_a_run,
     history_option,
-    prepare_beside_pytest,
     start_measured_run,
 )
 from suitefit.config import load_config
@@ -65,7 +64,7 @@ def command(**options: Any) -> Handover:
 
     Arguments after `--` go to pytest. Every run is recorded, so each run improves the next plan.
     """
-    return prepare_beside_pytest(lambda: _prepare(**options))
+    return _prepare(**options)
 
 
 def _prepare(history_path: Path | None, memory_budget: str | None, workers: int | None, grace: float,
