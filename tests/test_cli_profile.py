@@ -229,6 +229,12 @@ def test_a_commands_end_after_its_last_test_is_measured_and_planned(tmp_path: Pa
     assert set(ends) == {"main", "gw0", "gw1"}, ends
     # what the derivation rests on: the controller's end begins after both workers' ends
     assert ends["main"][0] >= max(ends["gw0"][1], ends["gw1"][1]) - 0.05, ends
+    with History(tmp_path / ".suitefit" / "history.sqlite") as h:  # the controller's own peak, for later plans
+        runs = h.runs()
+        ctl = runs[0].meta_dict.get("controller_mb")
+        assert ctl is not None and 20 < ctl < (runs[0].peak_rss_mb or 0), (ctl, runs[0].peak_rss_mb)
+        assert [r.meta_dict.get("controller_mb") for r in runs[1:]] == [None] * (len(runs) - 1)  # serial: none
+        assert load_cost_model(load_config(tmp_path))[0].controller_mb == ctl
     res = suitefit("run", "--workers", "1", "--", "-q", cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     m = re.search(r"command ([\d.]+) (s|ms) ", res.stderr)

@@ -105,6 +105,7 @@ def build_cost_model(history: History | None, *, files: Sequence[str] = (),
         outside_by_workers=outside,
         serial_end_s=median(ends) if ends else None,
         sampler_mb=_sampler_mb(history, run_ids) if history is not None and run_ids else 0.0,
+        controller_mb=_largest_meta(history, run_ids, "controller_mb") if history is not None and run_ids else None,
         peak_errors=_peak_errors(history) if history is not None else (),
         wall_errors=_wall_errors(history) if history is not None else (),
         serial_peak_mb=serial_peak,
@@ -347,13 +348,19 @@ def _slowdown(history: History, run_ids: Sequence[int],
 
 def _sampler_mb(history: History, run_ids: Sequence[int]) -> float:
     """The sampler process's own peak RSS in recent runs (the largest: memory is not averaged)."""
+    return _largest_meta(history, run_ids, "sampler_rss_mb") or 0.0
+
+
+def _largest_meta(history: History, run_ids: Sequence[int], key: str) -> float | None:
+    """The largest of a figure the runs' meta holds (a process's own peak: memory is not
+    averaged); None when no run recorded it."""
     vals = []
     for (meta_text,) in history.execute(f"SELECT meta FROM runs WHERE id IN ({_q(run_ids)})"):
         with contextlib.suppress(ValueError, TypeError):
-            v = meta_of(meta_text).get("sampler_rss_mb")
+            v = meta_of(meta_text).get(key)
             if v is not None:
                 vals.append(float(v))
-    return max(vals, default=0.0)
+    return max(vals, default=None)
 
 
 PEAK_ERROR_RUNS = 10

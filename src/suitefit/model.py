@@ -150,6 +150,8 @@ class CostModel:
     # a serial command's end after its last test (summary, plugins' unconfigure, the exit)
     serial_end_s: float | None = None
     sampler_mb: float = 0.0  # suitefit's sampler process, measured: a runner's limit counts it too
+    # xdist's controller at its peak (it keeps every report), measured; None: one worker's baseline
+    controller_mb: float | None = None
     # recent planned runs, newest first: measured peak / predicted peak - 1 (> 0: under-predicted)
     peak_errors: tuple[float, ...] = ()
     # the same for the whole command's wall: measured / predicted - 1 (> 0: it took longer)

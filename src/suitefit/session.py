@@ -299,9 +299,18 @@ class RunSide:
         )
         # tests_span: what the next plans read of this run's tests as a whole, kept here so that
         # they need not scan its rows again (50,000 a run, 20 runs read per plan)
+        # xdist's controller grows with the run (pytest keeps every report: ~7 KiB a test,
+        # 75 -> 435 MiB over 50,000 tests, as much without suitefit): its own peak, for the
+        # next plans' fixed memory
+        controller_mb = None
+        if self.distributed:
+            from suitefit.measure.proctree import hwm_mb
+
+            controller_mb = hwm_mb()
         h.merge_run_meta(self.run_id, sampler_cpu_s=peaks.cpu_s, sampler_rss_mb=peaks.rss_mb,
                          samples=peaks.samples, outcomes=outcomes,
-                         tests_span=span if n_tests else None)
+                         tests_span=span if n_tests else None,
+                         controller_mb=round(controller_mb, 1) if controller_mb else None)
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         write_summary(terminalreporter, self.history, self.run_id)

@@ -207,6 +207,7 @@ def _plan_one(costs: CostModel, budget: Budget, rules: GroupingRules,
     # long as a measured serial command's end after its last test
     exit_s = serial_end if serial_end is not None else max(0.0, overhead_for(1)[0])
     releasable = releasable_fixtures(plan_fixtures, rules, costs.release)
+    controller_peak = worker.baseline_mb if costs.controller_mb is None else costs.controller_mb
 
     def evaluate(w: int, best_wall_s: float | None = None, split: bool = True,
                  spread_mb: float | None = None) -> Candidate:
@@ -219,9 +220,10 @@ def _plan_one(costs: CostModel, budget: Budget, rules: GroupingRules,
                    predicted_peak_mb=0.0, reasons=(), fixtures=plan_fixtures, spread_mb=spread_mb)
         # With workers, xdist's controller is one more process: it imports the conftest before
         # it starts any worker and holds that memory throughout, so it is counted at one more
-        # worker's startup (in series) and baseline.
+        # worker's startup (in series) and at its measured peak (one more baseline until a
+        # run with workers measured it).
         # the sampler process is in the tree a runner's limit counts, whatever the count
-        controller_mb = (worker.baseline_mb if w >= 2 else 0.0) + costs.sampler_mb
+        controller_mb = (controller_peak if w >= 2 else 0.0) + costs.sampler_mb
         controller_s = controller_start_s if w >= 2 else 0.0
         sim = simulate(tmp, startup_s=startup_for(w), baseline_mb=worker.baseline_mb,
                        budget_mb=budget.memory_mb, fixed_mb=controller_mb, slow=slow_for(w), log=True,
@@ -331,7 +333,7 @@ def _plan_one(costs: CostModel, budget: Budget, rules: GroupingRules,
         warnings=sim.warnings,
         fixtures=plan_fixtures,
         baseline_mb=worker.baseline_mb,
-        fixed_mb=(worker.baseline_mb if chosen.workers >= 2 else 0.0) + costs.sampler_mb,
+        fixed_mb=(controller_peak if chosen.workers >= 2 else 0.0) + costs.sampler_mb,
         slow=slow_for(chosen.workers),
         overhead_s=overhead_for(chosen.workers)[0],
         releasable=tuple(sorted(releasable)),
