@@ -333,3 +333,9 @@ def test_a_peak_near_the_budget_alone_keeps_one_worker_in_pytests_process(tmp_pa
         assert sep and f"run {rid} crashed" in why
         sep, why = choose_separate_worker("auto", plan, worker, h)  # 900 + 80 > 1000 - 50
         assert not sep and "would not fit" in why
+        # a controller measured at its peak counts as measured, not as a worker's baseline
+        low = replace(plan, predicted_peak_mb=500.0)
+        sep, why = choose_separate_worker("auto", low, worker, h, controller_mb=300.0)
+        assert sep and "~300 MiB" in why  # 500 + 300 <= 1000 - 50
+        sep, why = choose_separate_worker("auto", low, worker, h, controller_mb=460.0)
+        assert not sep and "(~460 MiB) would not fit" in why  # 500 + 460 > 1000 - 50

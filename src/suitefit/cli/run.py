@@ -136,7 +136,7 @@ def _prepare(history_path: Path | None, memory_budget: str | None, workers: int 
         click.echo(f"suitefit: warning: {w}", err=True)
     separate, why = False, ""
     if plan.workers == 1 and _has_xdist():
-        separate, why = choose_separate_worker(separate_worker, plan, costs.worker, h)
+        separate, why = choose_separate_worker(separate_worker, plan, costs.worker, h, costs.controller_mb)
         if why:
             click.echo(f"suitefit: {why}", err=True)
     run_id = start_measured_run(h, "shard-run" if shard else "run", args, workers_planned=plan.workers,
@@ -179,7 +179,8 @@ def _explain_count(flag: bool | None, limit: int | None, configured: int) -> int
     return limit or configured or DEFAULT_EXPLAIN_FAILURES
 
 
-def choose_separate_worker(choice: str, plan: Plan, worker: WorkerCost, h: History) -> tuple[bool, str]:
+def choose_separate_worker(choice: str, plan: Plan, worker: WorkerCost, h: History,
+                           controller_mb: float | None = None) -> tuple[bool, str]:
     """Run a one-worker plan in an xdist worker (``-n 1``) instead of in pytest's process? And why.
 
     In-process, a test that kills the process (SIGKILL, the OOM killer) takes the reporter
@@ -190,9 +191,11 @@ def choose_separate_worker(choice: str, plan: Plan, worker: WorkerCost, h: Histo
     run crashed, and the controller fits in the budget beside the predicted peak. A peak
     near the budget alone is not enough: there the controller's memory is what brings the
     kill closer, and its start-up made the budget case 1.37x slower than serial pytest
-    (benchmarks/README.md).
+    (benchmarks/README.md). The controller counts at its measured peak (``controller_mb``,
+    what the plans with workers count), else at one worker's baseline.
     """
-    cost = f"costs a controller process (~{fmt_mb(worker.baseline_mb)}, ~{fmt_s(worker.startup_s)} start-up)"
+    ctl_mb = worker.baseline_mb if controller_mb is None else controller_mb
+    cost = f"costs a controller process (~{fmt_mb(ctl_mb)}, ~{fmt_s(worker.startup_s)} start-up)"
     if choice == "never":
         return False, ""
     if choice == "always":
@@ -203,9 +206,9 @@ def choose_separate_worker(choice: str, plan: Plan, worker: WorkerCost, h: Histo
     if not crashed or last is None:
         return False, ""
     risk = f"run {last.id} crashed"
-    if budget and plan.predicted_peak_mb + worker.baseline_mb > budget:
+    if budget and plan.predicted_peak_mb + ctl_mb > budget:
         return False, (f"one worker, in pytest's own process: {risk}, but a separate worker's controller "
-                       f"(~{fmt_mb(worker.baseline_mb)}) would not fit in the budget; the journal names a killed test")
+                       f"(~{fmt_mb(ctl_mb)}) would not fit in the budget; the journal names a killed test")
     return True, (f"one worker, run in a separate xdist worker: {risk}; its controller names a test that kills "
                   f"the worker at once ({cost}; --separate-worker never to skip)")
 
