@@ -12,7 +12,6 @@ from typing import Any, TypeVar
 import click
 
 from suitefit import timing
-from suitefit.cli.handover import Handover as Handover  # re-exported: the run verb returns one
 from suitefit.cli.handover import owner_pid
 from suitefit.config import Config, load_config
 from suitefit.errors import SuitefitError

@@ -12,11 +12,11 @@ from typing import Any
 import click
 
 from suitefit.cli._common import (
-    Handover,
     history_for_a_run,
     history_option,
     start_measured_run,
 )
+from suitefit.cli.handover import Handover
 from suitefit.config import load_config
 from suitefit.errors import SuitefitError
 from suitefit.history import History
