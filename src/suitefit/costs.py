@@ -94,6 +94,7 @@ def build_cost_model(history: History | None, *, files: Sequence[str] = (),
         notes.append(f"{len(missing)} file(s) never measured: default {fmt_s(s)} / {fmt_mb(mb)} "
                      f"each ({src})")
     outside = _outside(history, run_ids) if history is not None and run_ids else {}
+    peaks = _process_peaks(history, run_ids) if history is not None and run_ids else {}
     ends = _serial_overhead(history, run_ids) if history is not None and run_ids else []
     return CostModel(
         files=tuple(fcosts[f] for f in sorted(fcosts)),
@@ -104,8 +105,8 @@ def build_cost_model(history: History | None, *, files: Sequence[str] = (),
         controller_s=controller_s,
         outside_by_workers=outside,
         serial_end_s=median(ends) if ends else None,
-        sampler_mb=_sampler_mb(history, run_ids) if history is not None and run_ids else 0.0,
-        controller_mb=_largest_meta(history, run_ids, "controller_mb") if history is not None and run_ids else None,
+        sampler_mb=peaks.get("sampler_rss_mb") or 0.0,
+        controller_mb=peaks.get("controller_mb"),
         peak_errors=_peak_errors(history) if history is not None else (),
         wall_errors=_wall_errors(history) if history is not None else (),
         serial_peak_mb=serial_peak,
@@ -346,21 +347,19 @@ def _slowdown(history: History, run_ids: Sequence[int],
     return out
 
 
-def _sampler_mb(history: History, run_ids: Sequence[int]) -> float:
-    """The sampler process's own peak RSS in recent runs (the largest: memory is not averaged)."""
-    return _largest_meta(history, run_ids, "sampler_rss_mb") or 0.0
-
-
-def _largest_meta(history: History, run_ids: Sequence[int], key: str) -> float | None:
-    """The largest of a figure the runs' meta holds (a process's own peak: memory is not
-    averaged); None when no run recorded it."""
-    vals = []
+def _process_peaks(history: History, run_ids: Sequence[int]) -> dict[str, float]:
+    """The largest own peak recorded in the runs' meta of suitefit's sampler process
+    (``sampler_rss_mb``) and of xdist's controller (``controller_mb``): memory is not
+    averaged. A figure no run recorded is absent."""
+    out: dict[str, float] = {}
     for (meta_text,) in history.execute(f"SELECT meta FROM runs WHERE id IN ({_q(run_ids)})"):
-        with contextlib.suppress(ValueError, TypeError):
-            v = meta_of(meta_text).get(key)
-            if v is not None:
-                vals.append(float(v))
-    return max(vals, default=None)
+        meta = meta_of(meta_text)
+        for key in ("sampler_rss_mb", "controller_mb"):
+            with contextlib.suppress(ValueError, TypeError):
+                v = meta.get(key)
+                if v is not None:
+                    out[key] = max(out.get(key, 0.0), float(v))
+    return out
 
 
 PEAK_ERROR_RUNS = 10

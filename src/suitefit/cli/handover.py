@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
+from suitefit.errors import SuitefitError
+
 # Set in the planning child: the run's owner is the process that becomes pytest, not the
 # child, which exits before the first test (``_common.start_measured_run``).
 _owner_pid: int | None = None
@@ -51,7 +53,6 @@ class Handover:
     run_id: int
 
     def run(self) -> int:
-        from suitefit.errors import SuitefitError
         from suitefit.threads import pin_threads
 
         try:
@@ -114,11 +115,7 @@ def run_beside_pytest(args: list[str]) -> Any:
         rc = Handover(tuple(got["args"]), Path(got["history"]), int(got["run_id"])).run()
     except KeyboardInterrupt:  # the child got the same signal and left the saying to us
         _fail("interrupted", 130, prefix="suitefit: ")
-    except Exception as e:
-        from suitefit.errors import SuitefitError
-
-        if not isinstance(e, SuitefitError):
-            raise
+    except SuitefitError as e:
         _fail(str(e), e.exit_code)
     sys.exit(rc)
 

@@ -209,6 +209,10 @@ def _plan_one(costs: CostModel, budget: Budget, rules: GroupingRules,
     releasable = releasable_fixtures(plan_fixtures, rules, costs.release)
     controller_peak = worker.baseline_mb if costs.controller_mb is None else costs.controller_mb
 
+    def fixed_for(w: int) -> float:
+        """Memory outside the workers: xdist's controller (with workers) and the sampler."""
+        return (controller_peak if w >= 2 else 0.0) + costs.sampler_mb
+
     def evaluate(w: int, best_wall_s: float | None = None, split: bool = True,
                  spread_mb: float | None = None) -> Candidate:
         units, greasons = build_units(groups, fcs, fixtures, workers=w, lane_s=total / w,
@@ -223,10 +227,9 @@ def _plan_one(costs: CostModel, budget: Budget, rules: GroupingRules,
         # worker's startup (in series) and at its measured peak (one more baseline until a
         # run with workers measured it).
         # the sampler process is in the tree a runner's limit counts, whatever the count
-        controller_mb = (controller_peak if w >= 2 else 0.0) + costs.sampler_mb
         controller_s = controller_start_s if w >= 2 else 0.0
         sim = simulate(tmp, startup_s=startup_for(w), baseline_mb=worker.baseline_mb,
-                       budget_mb=budget.memory_mb, fixed_mb=controller_mb, slow=slow_for(w), log=True,
+                       budget_mb=budget.memory_mb, fixed_mb=fixed_for(w), slow=slow_for(w), log=True,
                        exit_s=exit_s,
                        releasable=releasable, stop_on_warning=best_wall_s is not None,
                        give_up_after_s=None if best_wall_s is None else 1.5 * best_wall_s)
@@ -333,7 +336,7 @@ def _plan_one(costs: CostModel, budget: Budget, rules: GroupingRules,
         warnings=sim.warnings,
         fixtures=plan_fixtures,
         baseline_mb=worker.baseline_mb,
-        fixed_mb=(controller_peak if chosen.workers >= 2 else 0.0) + costs.sampler_mb,
+        fixed_mb=fixed_for(chosen.workers),
         slow=slow_for(chosen.workers),
         overhead_s=overhead_for(chosen.workers)[0],
         releasable=tuple(sorted(releasable)),
