@@ -296,3 +296,37 @@ def test_the_sampler_records_its_own_memory_not_the_process_it_was_started_from(
     own = run.meta_dict.get("sampler_rss_mb")
     assert own is not None and 5 < own < 100, own  # a Python with sqlite: tens of MiB, not the ballast
     assert run.peak_rss_mb is not None and run.peak_rss_mb > 150  # the ballast is in the measured tree
+
+
+def test_the_sampler_process_starts_without_site_and_imports_what_this_process_can() -> None:
+    """``-S`` skips site's .pth files, not this process's path: suitefit and psutil (the
+    tree reader's fallback where /proc has no children files) import there as here."""
+    from suitefit.measure.sampler import watcher_argv
+
+    show = ("import psutil, suitefit, suitefit.measure.watcher; "
+            "print(sys.flags.no_site, 'site' in sys.modules, suitefit.__file__, psutil.__file__)")
+    res = subprocess.run(watcher_argv({"x": 1}, main=show), capture_output=True, text=True, timeout=60, check=True)
+    no_site, has_site, sf, ps = res.stdout.split()
+    import psutil
+
+    import suitefit
+
+    assert (no_site, has_site) == ("1", "False")
+    assert (sf, ps) == (suitefit.__file__, psutil.__file__)
+
+
+def test_a_sampler_record_survives_its_line_and_a_broken_line_is_refused() -> None:
+    from suitefit.measure import wire
+
+    rec = {"t": 1.5, "pss": None, "procs": 3, "workers": {"gw0": 12.5}, "kids": {"gw0": [4, 5]}, "s": "a\nb"}
+    line = wire.encode(rec)
+    assert "\n" not in line and wire.decode(line + "\n") == rec and wire.decode(line.encode()) == rec
+    for bad in ("", "zz", line[:-4], wire.encode({"a": 1})[:2], "00", marshal_hex_of_a_list()):
+        with pytest.raises(ValueError):
+            wire.decode(bad)
+
+
+def marshal_hex_of_a_list() -> str:
+    import marshal
+
+    return marshal.dumps([1, 2]).hex()

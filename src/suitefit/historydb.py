@@ -2,7 +2,7 @@
 
 ``history.History`` builds on it (the typed records, the reads, runs and constraints);
 the sampler process (``measure/watcher.py``) uses it alone. It imports ``sqlite3`` and
-``json`` and nothing heavier (no dataclasses, pathlib or typing at run time), so that
+nothing heavier (no dataclasses, pathlib or typing at run time), so that
 the sampler process, started for every measured run, starts fast.
 
 Every process of a run (the controller, each xdist worker and the run's sampler
@@ -12,7 +12,6 @@ write replace, never duplicate. Schema changes bump ``SCHEMA_VERSION`` and add a
 
 from __future__ import annotations
 
-import json
 import os
 import sqlite3
 
@@ -320,6 +319,8 @@ class HistoryDB:
 
     def add_event(self, run_id: int, t: float, kind: str, *, worker: str | None = None,
                   nodeid: str | None = None, **detail: Any) -> None:
+        import json  # here: the sampler process writes events only under a budget
+
         self.insert_rows("events", EVENT_COLUMNS, [(run_id, t, kind, worker, nodeid, json.dumps(detail))],
                          replace=False)
 

@@ -23,7 +23,6 @@ Lines are tab-separated; the first field says what happened:
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import fcntl
 import os
@@ -107,8 +106,10 @@ class Sender:
 
     def close(self) -> None:
         if self.fd is not None:
-            with contextlib.suppress(OSError):
+            try:
                 os.close(self.fd)
+            except OSError:
+                pass
             self.fd = None
 
 
@@ -121,8 +122,10 @@ class Receiver:
         # Hold a writer of our own: with no writer left, a FIFO reads as EOF forever and
         # select() would spin between workers.
         self._keep = os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-        with contextlib.suppress(OSError):
+        try:
             fcntl.fcntl(read_fd, F_SETPIPE_SZ, 1 << 20)  # room for bursts; 1 MiB is the default cap
+        except OSError:
+            pass
         self._partial = b""
 
     def read(self) -> list[Message]:
@@ -150,5 +153,7 @@ class Receiver:
 
     def close(self) -> None:
         for fd in (self._keep, self.fd):
-            with contextlib.suppress(OSError):
+            try:
                 os.close(fd)
+            except OSError:
+                pass

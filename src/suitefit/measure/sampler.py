@@ -13,7 +13,6 @@ live memory, the journal, the heartbeat and the progress line. Without xdist,
 from __future__ import annotations
 
 import contextlib
-import json
 import mmap
 import os
 import shutil
@@ -26,16 +25,27 @@ from dataclasses import dataclass, field
 from typing import IO, Any
 
 from suitefit import timing
-from suitefit.measure import page, proctree
+from suitefit.measure import page, proctree, wire
 from suitefit.measure.page import PAGE
 
 READER_THREAD = "suitefit-sampler-reader"  # the one suitefit thread, in an xdist controller only
-# How the sampler process starts: ``-c``, not ``-m suitefit.measure.watcher``, which would
-# import runpy and importlib's utilities first (~4 ms of CPU on every measured run).
-# It exits at once once its summary is out: everything is written and closed by then, and
-# the session waits for its exit (an interpreter's own teardown is ~5 ms of that wait).
-WATCHER_MAIN = ("import os, sys; from suitefit.measure.watcher import main; rc = main(sys.argv[1:]); "
+# How the sampler process starts, on every measured run: ``-S``, without ``site`` (its
+# .pth files, setuptools' shim among them, are ~4 ms of CPU), finding suitefit and what else
+# this process can import through this process's path, after its own standard library;
+# ``-c``, not ``-m suitefit.measure.watcher``, which would import runpy and importlib's
+# utilities first (~4 ms). It exits at once once its summary is out: everything is written
+# and closed by then, and the session waits for its exit (an interpreter's own teardown is
+# ~5 ms of that wait).
+WATCHER_PATH = "import os, sys; sys.path += [p for p in sys.argv[1].split(os.pathsep) if p not in sys.path]; "
+WATCHER_MAIN = ("from suitefit.measure.watcher import main; rc = main(sys.argv[2:]); "
                 "sys.stderr.flush(); os._exit(rc)")
+
+
+def watcher_argv(cfg: Mapping[str, Any], main: str = WATCHER_MAIN) -> list[str]:
+    """The sampler process's command line for ``cfg`` (``main``: what it runs, for tests)."""
+    here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # suitefit's parent
+    path = [here, *(p for p in sys.path if p and p != here)]
+    return [sys.executable, "-S", "-c", WATCHER_PATH + main, os.pathsep.join(path), wire.encode(dict(cfg))]
 
 
 @dataclass(frozen=True)
@@ -157,7 +167,7 @@ class SamplerProcess:
         err: Any = log if log is not None else None
         try:
             self._proc = subprocess.Popen(
-                [sys.executable, "-c", WATCHER_MAIN, json.dumps(self._cfg)],
+                watcher_argv(self._cfg),
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, pass_fds=(rfd,),
                 close_fds=True,
             )
@@ -177,7 +187,7 @@ class SamplerProcess:
         assert self._proc is not None and self._proc.stdout is not None
         for raw in self._proc.stdout:
             try:
-                d = json.loads(raw)
+                d = wire.decode(raw)
             except ValueError:
                 continue
             if d.get("summary"):
@@ -238,7 +248,7 @@ class SamplerProcess:
                     out, _ = p.communicate()
                 for raw in out.splitlines():
                     with contextlib.suppress(ValueError):
-                        d = json.loads(raw)
+                        d = wire.decode(raw)
                         if d.get("summary"):
                             self._set_peaks(d)
             with contextlib.suppress(subprocess.TimeoutExpired):

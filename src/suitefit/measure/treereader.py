@@ -7,7 +7,6 @@ PYTHONDONTWRITEBYTECODE is set, pytest compiles what its plugins import on every
 
 from __future__ import annotations
 
-import contextlib
 import os
 
 from suitefit.measure.proctree import (
@@ -122,5 +121,7 @@ class TreeReader:
 def _close_fds(fds: tuple[int, int | None]) -> None:
     for fd in fds:
         if fd is not None:
-            with contextlib.suppress(OSError):
+            try:
                 os.close(fd)
+            except OSError:
+                pass

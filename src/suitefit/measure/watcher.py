@@ -1,8 +1,8 @@
 """The sampler process: one per measured run, outside every process that runs tests.
 
 Started by the session's first process (``sampler.SamplerProcess``) as
-``python -c "...watcher import main..." CONFIG`` (``python -m suitefit.measure.watcher
-CONFIG`` does the same, a little slower to start). Every ``interval`` seconds it reads the
+``python -S -c "...watcher import main..." PATH CONFIG`` (``sampler.watcher_argv``; CONFIG
+is a ``wire`` record). Every ``interval`` seconds it reads the
 run's whole process tree from /proc (summed RSS, PSS when cheap enough, process
 count), splits it into each worker's tree, and attributes each worker's samples to
 the file that worker runs, which the workers announce on a FIFO (``channel.py``).
@@ -17,22 +17,24 @@ when its parent changes, or on SIGTERM, writing what it holds before it goes.
 
 from __future__ import annotations
 
-import contextlib
-import json
 import math
 import os
 import select
-import signal
 import sys
 
+# signal's own C module: ``signal`` wraps the same functions in enums (enum's import is
+# ~1 ms of the start-up below)
+import _signal
+
 from suitefit import timing
-from suitefit.measure import page, proctree
+from suitefit.measure import page, proctree, wire
 from suitefit.measure.channel import Receiver
 from suitefit.measure.treereader import TreeReader
 
 # Started for every measured run: what it imports is its start-up cost, CPU time every
-# measured run pays. The standard library's light modules, sqlite3 and json; no
-# dataclasses, pathlib or typing at run time (tests/test_overhead_imports.py keeps it so).
+# measured run pays. The standard library's light modules and sqlite3; no json, re,
+# contextlib, enum, dataclasses, pathlib or typing at run time
+# (tests/test_overhead_imports.py keeps it so).
 TYPE_CHECKING = False  # typing's, without importing typing
 if TYPE_CHECKING:
     from typing import Any
@@ -307,8 +309,8 @@ class Watcher:
         if self.page is not None:
             page.write(self.page, t, wall, total, root_mb, pss, procs)
         if self.stream:
-            line = json.dumps({"t": t, "wall": wall, "rss": total, "root": root_mb, "pss": pss,
-                               "procs": procs, "workers": per_worker, "kids": below})
+            line = wire.encode({"t": t, "wall": wall, "rss": total, "root": root_mb, "pss": pss,
+                                "procs": procs, "workers": per_worker, "kids": below})
             try:
                 sys.stdout.write(line + "\n")
                 sys.stdout.flush()
@@ -354,8 +356,10 @@ class Watcher:
         next_t = timing.monotonic()
         while True:
             self.read_messages()
-            with contextlib.suppress(Exception):  # a vanished process mid-read must not end sampling
+            try:
                 self.sample()
+            except Exception:  # a vanished process mid-read must not end sampling
+                pass
             if timing.monotonic() - self._last_flush >= self.flush_interval:
                 self.flush()
             elif not self._opened:
@@ -363,8 +367,10 @@ class Watcher:
                 # the session's end (which waits for this process) only the writes are left.
                 # A short run's end otherwise also paid sqlite3's import and the open.
                 self._opened = True  # tried once: a broken history is the flushes' to report
-                with contextlib.suppress(Exception):
+                try:
                     self.db()
+                except Exception:
+                    pass
             if os.getppid() != self.parent:  # the session's process is gone (killed): end with it
                 break
             next_t += self.interval
@@ -393,8 +399,8 @@ class Watcher:
 
 
 def main(argv: list[str]) -> int:
-    cfg = json.loads(argv[0])
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C ends the run, and the run ends us
+    cfg = wire.decode(argv[0])
+    _signal.signal(_signal.SIGINT, _signal.SIG_IGN)  # Ctrl-C ends the run, and the run ends us
 
     stop = {"now": False}
 
@@ -402,7 +408,7 @@ def main(argv: list[str]) -> int:
         stop["now"] = True
         raise SystemExit(0)
 
-    signal.signal(signal.SIGTERM, _term)
+    _signal.signal(_signal.SIGTERM, _term)
     receiver = None
     if cfg.get("fifo"):
         receiver = Receiver(int(cfg["fifo_fd"]), cfg["fifo"])
@@ -413,7 +419,7 @@ def main(argv: list[str]) -> int:
         w.finish()
     finally:
         try:
-            sys.stdout.write(json.dumps(w.summary()) + "\n")
+            sys.stdout.write(wire.encode(w.summary()) + "\n")
             sys.stdout.flush()
         except (OSError, ValueError):
             pass
