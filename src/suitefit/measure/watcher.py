@@ -17,14 +17,13 @@ when its parent changes, or on SIGTERM, writing what it holds before it goes.
 
 from __future__ import annotations
 
+# _signal: signal's own C module; ``signal`` wraps the same functions in enums (enum's
+# import is ~1 ms of the start-up below)
+import _signal
 import math
 import os
 import select
 import sys
-
-# signal's own C module: ``signal`` wraps the same functions in enums (enum's import is
-# ~1 ms of the start-up below)
-import _signal
 
 from suitefit import timing
 from suitefit.measure import page, proctree, wire
