@@ -265,6 +265,29 @@ def test_the_peak_headroom_is_the_largest_under_prediction_measured(tmp_path: Pa
     assert any(r.startswith("headroom:") and "12%" in r for r in tight.reasons)
 
 
+def test_a_plan_that_rested_on_defaults_teaches_no_error(tmp_path: Path) -> None:
+    # A suite's first `suitefit run` plans every file at a default cost: its miss (here 4x
+    # the peak, 7x the wall) says how far the defaults were off. Learned, it set the next
+    # plan's headroom to most of the budget. A plan that rested on measurements teaches.
+    import json
+
+    files = {f"tests/test_{i}.py": SynthFile(f"tests/test_{i}.py", 1.0, peak_mb=100.0) for i in range(6)}
+    write_history(tmp_path / "h.sqlite", [SynthRun(_one_worker(files), files)])
+    with History(tmp_path / "h.sqlite") as h:
+        for measured_files, measured_s in ((0, 0.0), (5, 5.9), (6, 6.0), (3, 3.0)):
+            rid = h.new_run("run", started=2_000_000.0)
+            plan = {"workers": 2, "predicted_peak_mb": 400.0, "predicted_wall_s": 38.0,
+                    "measured": {"files": measured_files, "planned": 6, "measured_s": measured_s,
+                                 "work_s": 6.0, "runs": 1}}
+            h.update_run(rid, status="passed", plan=json.dumps(plan), finished=2_000_300.0, wall_s=289.0,
+                         peak_rss_mb=1700.0 if measured_files == 0 else 440.0)
+            h.merge_run_meta(rid, sampler_rss_mb=0.0, command_wall_s=289.0 if measured_files == 0 else 41.8)
+        cm = build_cost_model(h)
+    # newest first: half measured (not learned), all measured, 98% measured, none (not learned)
+    assert cm.peak_errors == (pytest.approx(0.1), pytest.approx(0.1))
+    assert cm.wall_errors == (pytest.approx(0.1), pytest.approx(0.1))
+
+
 HOG_HEAVY = [  # bench_run's hog-heavy at --scale 0.5, as one profile measured it: (name, s, MiB)
     ("hog_900", 0.556, 900), ("c7", 0.493, 0), ("c2", 0.399, 0), ("c3", 0.382, 0), ("hog_600", 0.312, 600),
     ("hog_700", 0.310, 700), ("c6", 0.299, 0), ("c5", 0.274, 0), ("c1", 0.241, 0), ("hog_500", 0.234, 500),

@@ -20,7 +20,7 @@ from typing import Any
 from suitefit.config import Config
 from suitefit.history import History, meta_of
 from suitefit.median import median
-from suitefit.model import CostModel, FileCost, FixtureCost, OrderConstraint, WorkerCost
+from suitefit.model import CostModel, FileCost, FixtureCost, Measured, OrderConstraint, WorkerCost
 from suitefit.plan.constraints import merge_constraints
 from suitefit.plan.planner import default_file_cost
 from suitefit.units import fmt_mb, fmt_s
@@ -363,6 +363,22 @@ def _process_peaks(history: History, run_ids: Sequence[int]) -> dict[str, float]
 
 
 PEAK_ERROR_RUNS = 10
+# A plan that rested on fewer measurements than this share of its predicted work (a suite's
+# first run, every file at a default cost; many new files) missed by how far the defaults
+# were off, not by how far the model is: its misses are not learned. A first run's guess,
+# 400 MiB for a 1.72 GiB run, otherwise set the next plans' headroom to 77% of the budget.
+MEASURED_SHARE = 0.9
+
+
+def _learned_from(plan: Mapping[str, Any]) -> bool:
+    """Whether a recorded plan's misses say how far this cost model is off."""
+    measured = plan.get("measured")
+    if not measured:  # recorded before plans said what they rested on: as it was
+        return True
+    try:
+        return Measured.from_json(measured).share >= MEASURED_SHARE
+    except (KeyError, TypeError, ValueError):
+        return True
 
 
 def _peak_errors(history: History, limit: int = PEAK_ERROR_RUNS) -> tuple[float, ...]:
@@ -377,11 +393,12 @@ def _peak_errors(history: History, limit: int = PEAK_ERROR_RUNS) -> tuple[float,
             "SELECT plan, peak_rss_mb, meta FROM runs WHERE kind IN ('run', 'shard-run') AND plan IS NOT NULL "
             "AND status != 'running' AND peak_rss_mb IS NOT NULL ORDER BY id DESC LIMIT ?", [limit]):
         try:
-            predicted = float(json.loads(plan_text)["predicted_peak_mb"])
+            plan = json.loads(plan_text)
+            predicted = float(plan["predicted_peak_mb"])
             sampler = float(meta_of(meta_text).get("sampler_rss_mb") or 0.0)
         except (ValueError, KeyError, TypeError):
             continue
-        if predicted > 0:
+        if predicted > 0 and _learned_from(plan):
             out.append((float(peak) + sampler) / predicted - 1.0)
     return tuple(out)
 
@@ -396,11 +413,12 @@ def _wall_errors(history: History, limit: int = PEAK_ERROR_RUNS) -> tuple[float,
             "SELECT plan, meta FROM runs WHERE kind = 'run' AND plan IS NOT NULL "
             "AND status IN ('passed', 'failed') ORDER BY id DESC LIMIT ?", [limit]):
         try:
-            predicted = float(json.loads(plan_text)["predicted_wall_s"])
+            plan = json.loads(plan_text)
+            predicted = float(plan["predicted_wall_s"])
             took = meta_of(meta_text).get("command_wall_s")
         except (ValueError, KeyError, TypeError):
             continue
-        if predicted > 0 and isinstance(took, (int, float)) and took > 0:
+        if predicted > 0 and isinstance(took, (int, float)) and took > 0 and _learned_from(plan):
             out.append(float(took) / predicted - 1.0)
     return tuple(out)
 
