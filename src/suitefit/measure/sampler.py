@@ -13,6 +13,7 @@ live memory, the journal, the heartbeat and the progress line. Without xdist,
 from __future__ import annotations
 
 import contextlib
+import marshal
 import mmap
 import os
 import shutil
@@ -36,7 +37,8 @@ READER_THREAD = "suitefit-sampler-reader"  # the one suitefit thread, in an xdis
 # utilities first (~4 ms). It exits at once once its summary is out: everything is written
 # and closed by then, and the session waits for its exit (an interpreter's own teardown is
 # ~5 ms of that wait).
-WATCHER_PATH = "import os, sys; sys.path += [p for p in sys.argv[1].split(os.pathsep) if p not in sys.path]; "
+WATCHER_PATH = ("import marshal, os, sys; "
+                "sys.path += [p for p in marshal.loads(bytes.fromhex(sys.argv[1])) if p not in sys.path]; ")
 WATCHER_MAIN = ("from suitefit.measure.watcher import main; rc = main(sys.argv[2:]); "
                 "sys.stderr.flush(); os._exit(rc)")
 
@@ -45,7 +47,7 @@ def watcher_argv(cfg: Mapping[str, Any], main: str = WATCHER_MAIN) -> list[str]:
     """The sampler process's command line for ``cfg`` (``main``: what it runs, for tests)."""
     here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # suitefit's parent
     path = [here, *(p for p in sys.path if p and p != here)]
-    return [sys.executable, "-S", "-c", WATCHER_PATH + main, os.pathsep.join(path), wire.encode(dict(cfg))]
+    return [sys.executable, "-S", "-c", WATCHER_PATH + main, marshal.dumps(path).hex(), wire.encode(dict(cfg))]
 
 
 @dataclass(frozen=True)
