@@ -117,6 +117,22 @@ def test_without_proc_memory_is_not_measured_and_the_run_goes_on(suite: Path) ->
         assert len({f.path for f in h.files(run.id)}) == 5  # times per file are still recorded
 
 
+def test_a_sampler_process_that_cannot_start_leaves_the_run_unmeasured_not_failed(suite: Path) -> None:
+    """No process to spare, an interpreter gone: the run goes on, says so once, and keeps
+    what the test process records itself (a conftest loaded before suitefit's configure
+    points ``sys.executable``, which the sampler process is started with, at nothing)."""
+    (suite / "conftest.py").write_text("import sys\n\nsys.executable = '/nonexistent/python3'\n")
+    r = measured(suite)
+    assert r.returncode == 0, r.stdout + r.stderr
+    lines = [ln for ln in r.stderr.splitlines() if "sampler process could not start" in ln]
+    assert len(lines) == 1 and "/nonexistent/python3" in lines[0] and "not measured" in lines[0], r.stderr
+    assert "Traceback" not in r.stdout + r.stderr
+    with History(suite / "h.sqlite") as h:
+        run = h.runs(limit=1)[0]
+        assert run.passed == 19 and run.status == "passed" and len(h.tests(run.id)) == 19
+        assert h.samples(run.id) == []
+
+
 HOLDS = """
 import time
 

@@ -315,6 +315,20 @@ def test_the_sampler_process_starts_without_site_and_imports_what_this_process_c
     assert (sf, ps) == (suitefit.__file__, psutil.__file__)
 
 
+def test_a_path_too_long_for_one_argument_is_cut_to_what_the_sampler_imports(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An argument may be at most 128 KiB: a session whose path is longer still starts its
+    sampler process, which still finds suitefit and psutil."""
+    from suitefit.measure.sampler import MAX_PATH_ARG, watcher_argv
+
+    monkeypatch.setattr(sys, "path", [*sys.path, *(f"/nowhere/{'x' * 60}/{i}" for i in range(3000))])
+    show = "import psutil, suitefit.measure.watcher; print(len(sys.path))"
+    argv = watcher_argv({"x": 1}, main=show)
+    assert len(argv[4]) <= MAX_PATH_ARG
+    res = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    assert int(res.stdout) < 50
+
+
 def test_a_sampler_record_survives_its_line_and_a_broken_line_is_refused() -> None:
     from suitefit.measure import wire
 

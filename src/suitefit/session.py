@@ -440,7 +440,7 @@ def _configure_controller(config: pytest.Config) -> None:
     if not distributed:
         if side.control is not None:  # no thread here: the sampler process keeps journal and heartbeat
             side.sampler.keep_journal(str(side.control.journal.path), side.control.budget_mb)
-        side.sampler.start(_log_stream(config))
+        _start_sampler(config, side)
         wr = WorkerRecorder(history, run_id, MAIN_WORKER, Sender(side.sampler.channel_path),
                             reap_grace_s=grace, announce_tests=side.control is not None,
                             exclude_pids=(side.sampler.pid,) if side.sampler.pid else (),
@@ -452,7 +452,15 @@ def _configure_controller(config: pytest.Config) -> None:
         if side.control is not None:
             _attach_release(config, MAIN_WORKER, history, run_id)
     else:
-        side.sampler.start(_log_stream(config))
+        _start_sampler(config, side)
+
+
+def _start_sampler(config: pytest.Config, side: RunSide) -> None:
+    side.sampler.start(_log_stream(config))
+    if side.sampler.failed:
+        _log_stream(config).write(f"suitefit: warning: the sampler process could not start "
+                                  f"({side.sampler.failed}): memory and per-file peaks are not measured "
+                                  f"(times, outcomes and fixtures are)\n")
 
 
 class _DoneCounter:

@@ -43,11 +43,23 @@ WATCHER_MAIN = ("from suitefit.measure.watcher import main; rc = main(sys.argv[2
                 "sys.stderr.flush(); os._exit(rc)")
 
 
+# Linux takes no argument longer than 128 KiB (MAX_ARG_STRLEN): a longer path is cut to
+# what the sampler process imports from outside its standard library
+MAX_PATH_ARG = 64 * 1024
+
+
 def watcher_argv(cfg: Mapping[str, Any], main: str = WATCHER_MAIN) -> list[str]:
     """The sampler process's command line for ``cfg`` (``main``: what it runs, for tests)."""
     here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # suitefit's parent
-    path = [here, *(p for p in sys.path if p and p != here)]
-    return [sys.executable, "-S", "-c", WATCHER_PATH + main, marshal.dumps(path).hex(), wire.encode(dict(cfg))]
+    path = [here, *(p for p in dict.fromkeys(sys.path) if p and p != here)]
+    arg = marshal.dumps(path).hex()
+    if len(arg) > MAX_PATH_ARG:
+        import importlib.util
+
+        spec = importlib.util.find_spec("psutil")  # the tree reader's fallback where /proc lacks children
+        outside = os.path.dirname(os.path.dirname(spec.origin)) if spec is not None and spec.origin else None
+        arg = marshal.dumps([here, outside] if outside and outside != here else [here]).hex()
+    return [sys.executable, "-S", "-c", WATCHER_PATH + main, arg, wire.encode(dict(cfg))]
 
 
 @dataclass(frozen=True)
@@ -139,6 +151,7 @@ class SamplerProcess:
         self.peaks = RunPeaks()
         self.count = 0
         self.measure_memory = True  # False: /proc is not readable; the sampler only keeps files
+        self.failed: str | None = None  # why the sampler process could not start
 
     # -- what the session configures before start ----------------------------------------------
 
@@ -173,14 +186,16 @@ class SamplerProcess:
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, pass_fds=(rfd,),
                 close_fds=True,
             )
+        except OSError as e:  # no process to spare, an interpreter gone: the run goes on unmeasured
+            self.failed = f"{e.strerror or e}" + (f": {e.filename}" if e.filename else "")
         finally:
-            os.close(rfd)
+            os.close(rfd)  # without the sampler process, the workers' FIFO has no reader: they stay silent
         fd = os.open(self._page_path, os.O_RDONLY)
         try:
             self._page = mmap.mmap(fd, PAGE.size, prot=mmap.PROT_READ)
         finally:
             os.close(fd)
-        if self.stream:
+        if self.stream and self._proc is not None:
             self._reader = threading.Thread(target=self._read_stream, name=READER_THREAD, daemon=True)
             self._reader.start()
         return self
