@@ -70,11 +70,11 @@ def pytest_command(python: str | None = None) -> list[str]:
 
 
 def run_pytest(args: Sequence[str], *, stdout: Any = None, env: dict[str, str] | None = None,
-               cwd: Path | None = None) -> int:
+               cwd: Path | None = None, stderr: Any = None) -> int:
     """Run pytest in a child process, its output streamed through; returns its exit code."""
     try:
         proc = subprocess.Popen(
-            [*pytest_command(), *args], stdout=stdout, env=env or os.environ.copy(), cwd=cwd,
+            [*pytest_command(), *args], stdout=stdout, stderr=stderr, env=env or os.environ.copy(), cwd=cwd,
             stdin=subprocess.DEVNULL,
         )
     except OSError as e:
@@ -99,15 +99,16 @@ def start_measured_run(h: History, kind: str, pytest_args: Sequence[str], **meta
                      meta={**meta, "pid": owner, "pid_started": create_time(owner)})
 
 
-def record_command_wall(h: History, run_id: int) -> None:
+def record_command_wall(h: History, run_id: int, unmeasured_s: float = 0.0) -> None:
     """From this command's start to its pytest's exit: what the plan's prediction of a
     command is compared with (a serial profile's end, after its last test, is measured
-    here, where pytest's own process cannot see it)."""
+    here, where pytest's own process cannot see it). ``unmeasured_s``: what the command did
+    first that is not the run (a profile's compiling collection), left out."""
     from suitefit.measure.proctree import age_s
 
     command_s = age_s()
     if command_s is not None:
-        h.merge_run_meta(run_id, command_wall_s=round(command_s, 3))
+        h.merge_run_meta(run_id, command_wall_s=round(command_s - unmeasured_s, 3))
 
 
 def finalize_run(h: History, run_id: int, rc: int) -> str:
