@@ -9,27 +9,32 @@ profile` compiles first, unmeasured, when the cache is cold (``cli/profile.py``)
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
-from pathlib import Path
+
+from suitefit.config import Config
 
 
-def cached_share(root: Path, files: Sequence[str]) -> float | None:
-    """The share of ``files`` (relative to ``root``) whose assertion-rewritten bytecode is
-    cached and not older than the file; None where that cannot tell: no files, bytecode
-    never written here (PYTHONDONTWRITEBYTECODE: every run compiles), or a pytest that
-    names its cache otherwise."""
-    if not files or sys.dont_write_bytecode:
+def uncached_test_files(cfg: Config) -> tuple[int, int] | None:
+    """(test files without fresh assertion-rewritten bytecode, test files) of the suite;
+    None where that cannot tell: bytecode never written here (PYTHONDONTWRITEBYTECODE:
+    every run compiles), a pytest that names its cache otherwise, or no test files. The
+    cheap refusals come before the walk of the tree."""
+    if sys.dont_write_bytecode:
         return None
     try:  # pytest's own names for it (8.0 to 9.2 alike), not a copy of them
         from _pytest.assertion.rewrite import PYC_TAIL, get_cache_dir
     except ImportError:
         return None
-    cached = 0
+    from suitefit.costs import discover_test_files
+
+    files = discover_test_files(cfg)
+    if not files:
+        return None
+    missing = 0
     for rel in files:
-        src = root / rel
+        src = cfg.root / rel
         try:
             fresh = (get_cache_dir(src) / (src.name[:-3] + PYC_TAIL)).stat().st_mtime >= src.stat().st_mtime
         except OSError:
             fresh = False
-        cached += fresh
-    return cached / len(files)
+        missing += not fresh
+    return missing, len(files)

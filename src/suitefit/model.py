@@ -150,7 +150,7 @@ class CostModel:
     # a serial command's end after its last test (summary, plugins' unconfigure, the exit)
     serial_end_s: float | None = None
     sampler_mb: float = 0.0  # suitefit's sampler process, measured: a runner's limit counts it too
-    # xdist's controller at its peak (it keeps every report), measured; None: one worker's baseline
+    # xdist's controller at its peak (it keeps every report), measured; None: not yet
     controller_mb: float | None = None
     # recent planned runs, newest first: measured peak / predicted peak - 1 (> 0: under-predicted)
     peak_errors: tuple[float, ...] = ()
@@ -163,6 +163,11 @@ class CostModel:
     # Learned order constraints, already merged into ``declared_groups`` (kept for display)
     constraints: tuple[OrderConstraint, ...] = ()
     dropped_constraints: tuple[str, ...] = ()  # one line each: stale or contradicting ones
+
+    @property
+    def controller_peak_mb(self) -> float:
+        """xdist's controller as plans count it: its largest measured peak, else one worker's baseline."""
+        return self.worker.baseline_mb if self.controller_mb is None else self.controller_mb
 
 
 @dataclass(frozen=True)

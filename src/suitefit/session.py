@@ -456,9 +456,10 @@ def _configure_controller(config: pytest.Config) -> None:
 
 
 def _start_sampler(config: pytest.Config, side: RunSide) -> None:
-    side.sampler.start(_log_stream(config))
+    log = _log_stream(config)
+    side.sampler.start(log)
     if side.sampler.failed:
-        _log_stream(config).write(f"suitefit: warning: the sampler process could not start "
+        log.write(f"suitefit: warning: the sampler process could not start "
                                   f"({side.sampler.failed}): memory and per-file peaks are not measured "
                                   f"(times, outcomes and fixtures are)\n")
 

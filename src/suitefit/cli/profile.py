@@ -65,20 +65,17 @@ def _compile_first(args: list[str]) -> float:
     (which the next plan would take for every run's: after a profile of a fresh copy of
     networkx, the first plan predicted 76 s for a 51 s run, from a 14.2 s start-up where
     later runs start in 2.4 s)."""
-    from suitefit.bytecode import cached_share
-    from suitefit.costs import discover_test_files
+    from suitefit.bytecode import uncached_test_files
 
     try:
         cfg = load_config()
     except SuitefitError:  # the run says so, if it matters to it
         return 0.0
-    files = discover_test_files(cfg)
-    share = cached_share(cfg.root, files)
-    if share is None or share >= 0.5:
+    counts = uncached_test_files(cfg)
+    if counts is None or 2 * counts[0] <= counts[1]:
         return 0.0
-    click.echo(f"suitefit: no bytecode cached for {len(files) - round(share * len(files))} of {len(files)} "
-               f"test file(s): collecting once first, unmeasured, so that the profile measures what "
-               f"later runs here pay", err=True)
+    click.echo(f"suitefit: no bytecode cached for {counts[0]} of {counts[1]} test file(s): collecting once "
+               f"first, unmeasured, so that the profile measures what later runs here pay", err=True)
     t0 = timing.perf_counter()
     run_pytest([*args, "--collect-only", "-q"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return timing.perf_counter() - t0

@@ -136,7 +136,7 @@ def _prepare(history_path: Path | None, memory_budget: str | None, workers: int 
         click.echo(f"suitefit: warning: {w}", err=True)
     separate, why = False, ""
     if plan.workers == 1 and _has_xdist():
-        separate, why = choose_separate_worker(separate_worker, plan, costs.worker, h, costs.controller_mb)
+        separate, why = choose_separate_worker(separate_worker, plan, costs.worker, h, costs.controller_peak_mb)
         if why:
             click.echo(f"suitefit: {why}", err=True)
     run_id = start_measured_run(h, "shard-run" if shard else "run", args, workers_planned=plan.workers,

@@ -207,11 +207,9 @@ def _plan_one(costs: CostModel, budget: Budget, rules: GroupingRules,
     # long as a measured serial command's end after its last test
     exit_s = serial_end if serial_end is not None else max(0.0, overhead_for(1)[0])
     releasable = releasable_fixtures(plan_fixtures, rules, costs.release)
-    controller_peak = worker.baseline_mb if costs.controller_mb is None else costs.controller_mb
-
     def fixed_for(w: int) -> float:
         """Memory outside the workers: xdist's controller (with workers) and the sampler."""
-        return (controller_peak if w >= 2 else 0.0) + costs.sampler_mb
+        return (costs.controller_peak_mb if w >= 2 else 0.0) + costs.sampler_mb
 
     def evaluate(w: int, best_wall_s: float | None = None, split: bool = True,
                  spread_mb: float | None = None) -> Candidate:
