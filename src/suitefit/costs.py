@@ -95,7 +95,7 @@ def build_cost_model(history: History | None, *, files: Sequence[str] = (),
                      f"each ({src})")
     outside = _outside(history, run_ids) if history is not None and run_ids else {}
     peaks = _process_peaks(history, run_ids) if history is not None and run_ids else {}
-    ends = _serial_overhead(history, run_ids) if history is not None and run_ids else []
+    ends, hooks = _serial_overhead(history, run_ids) if history is not None and run_ids else ([], [])
     return CostModel(
         files=tuple(fcosts[f] for f in sorted(fcosts)),
         fixtures=fixtures,
@@ -105,6 +105,7 @@ def build_cost_model(history: History | None, *, files: Sequence[str] = (),
         controller_s=controller_s,
         outside_by_workers=outside,
         serial_end_s=median(ends) if ends else None,
+        controller_end_s=median(hooks) if hooks else None,
         sampler_mb=peaks.get("sampler_rss_mb") or 0.0,
         controller_mb=peaks.get("controller_mb"),
         peak_errors=_peak_errors(history) if history is not None else (),
@@ -453,11 +454,17 @@ def _outside(history: History, run_ids: Sequence[int]) -> dict[int, float]:
     return {n: median(v) for n, v in by_n.items() if v}
 
 
-def _serial_overhead(history: History, run_ids: Sequence[int]) -> list[float]:
+def _serial_overhead(history: History, run_ids: Sequence[int]) -> tuple[list[float], list[float]]:
     """Before any planned run: what a measured serial command (a profile) took beyond its
     startup and its tests, i.e. its end after the last test (pytest's summary, plugins'
-    unconfigure, the exit). Every xdist worker ends the same way before its controller does."""
+    unconfigure, the exit), and of that end its unconfigure hooks (``unconfigure_s``, where
+    recorded). Every xdist worker ends as the serial command does, but for the summary, which
+    its controller writes after them; the controller then runs the unconfigure hooks again.
+    The rest of a serial end (pytest's collections of the collected heap at its cleanup, the
+    interpreter's teardown of it: 2-3 s of networkx's 3.2-3.6 s) the controller, which collects
+    nothing, does not repeat."""
     out: list[float] = []
+    hooks: list[float] = []
     rows = history.execute(
         f"SELECT r.id, r.meta, (SELECT MIN(w.startup_s) FROM workers w WHERE w.run_id = r.id) "
         f"FROM runs r WHERE r.id IN ({_q(run_ids)}) AND r.plan IS NULL AND r.workers <= 1 "
@@ -473,7 +480,10 @@ def _serial_overhead(history: History, run_ids: Sequence[int]) -> list[float]:
         if startup is None or span is None:
             continue
         out.append(command - float(startup) - (span[1] - span[0]))
-    return out
+        took = metas[int(run_id)].get("unconfigure_s")
+        if isinstance(took, (int, float)):
+            hooks.append(float(took))
+    return out, hooks
 
 
 def _tests_spans(history: History, metas: Mapping[int, Mapping[str, Any]]) -> dict[int, tuple[float, float]]:

@@ -149,6 +149,11 @@ class CostModel:
     outside_by_workers: Mapping[int, float] = field(default_factory=dict)
     # a serial command's end after its last test (summary, plugins' unconfigure, the exit)
     serial_end_s: float | None = None
+    # what xdist's controller repeats of that end after its workers' ends: a serial run's
+    # unconfigure hooks (plugins', conftests'), which every pytest process runs; the rest (the
+    # collected heap's collections and teardown) is its workers' alone. None: not recorded
+    # (runs before 2026-12): the whole serial end again
+    controller_end_s: float | None = None
     sampler_mb: float = 0.0  # suitefit's sampler process, measured: a runner's limit counts it too
     # xdist's controller at its peak (it keeps every report), measured; None: not yet
     controller_mb: float | None = None

@@ -11,7 +11,7 @@ import contextlib
 import os
 import platform
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -21,6 +21,9 @@ from suitefit.history import History
 from suitefit.measure.channel import Sender
 from suitefit.measure.recorder import WorkerRecorder
 from suitefit.units import fmt_mb, fmt_s, parse_size_mb
+
+if TYPE_CHECKING:
+    from collections.abc import Generator
 
 RUN_KEY = pytest.StashKey["RunSide"]()
 WORKER_KEY = pytest.StashKey[WorkerRecorder]()
@@ -314,6 +317,16 @@ class RunSide:
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         write_summary(terminalreporter, self.history, self.run_id)
+
+    @pytest.hookimpl(hookwrapper=True, tryfirst=True)
+    def pytest_unconfigure(self, config: pytest.Config) -> Generator[None, None, None]:
+        """A serial run's unconfigure hooks (plugins', conftests', ours), timed: what xdist's
+        controller runs again after its workers' ends, for the first plans with workers."""
+        t0 = timing.perf_counter()
+        yield
+        if not self.distributed and self.finished:
+            with contextlib.suppress(Exception):  # the run is recorded; this is one more figure
+                self.history.merge_run_meta(self.run_id, unconfigure_s=round(timing.perf_counter() - t0, 3))
 
 
 def write_summary(tr: Any, h: History, run_id: int, top: int = 5) -> None:

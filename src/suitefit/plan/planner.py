@@ -183,6 +183,9 @@ def _plan_one(costs: CostModel, budget: Budget, rules: GroupingRules,
         return startup_for(w) + (controller_start_s if w >= 2 else 0.0)
 
     outside, serial_end = costs.outside_by_workers, costs.serial_end_s
+    # what the controller adds after its workers' ends (a serial run's unconfigure hooks), or,
+    # where no run recorded those, the whole serial end again
+    again = costs.controller_end_s if costs.controller_end_s is not None else serial_end
 
     def overhead_for(w: int) -> tuple[float, bool]:
         """What commands take beyond the model, and whether it is derived from serial runs.
@@ -190,17 +193,17 @@ def _plan_one(costs: CostModel, budget: Budget, rules: GroupingRules,
         Measured: what past commands took outside their tests' span at this worker count (or
         the nearest measured one), less what the model already puts before the first test.
         Before any command with workers: xdist ends each worker's session as a serial pytest
-        ends, before its controller's, so one serial end more.
+        ends, before its controller's end, which repeats the plugins' unconfigure.
         """
         if outside:
             m = w if w in outside else min(outside, key=lambda n: (abs(n - w), n))
             beyond = outside[m] - head_for(m)
             derived = m == 1 and w >= 2
             if derived:
-                beyond += serial_end if serial_end is not None else max(0.0, beyond)
+                beyond += again if again is not None else max(0.0, beyond)
             return max(beyond, -head_for(w)), derived
         if serial_end is not None:
-            return serial_end * (1 if w == 1 else 2), w >= 2
+            return serial_end + ((again or 0.0) if w >= 2 else 0.0), w >= 2
         return 0.0, False
 
     # a worker ended to make room is gone only after its session's end and its exit: as
@@ -265,8 +268,10 @@ def _plan_one(costs: CostModel, budget: Budget, rules: GroupingRules,
     beyond, derived = overhead_for(chosen.workers)
     if derived:
         reasons.append(f"predicted wall includes {fmt_s(beyond)} for the run's end, from serial runs (no "
-                       f"planned run with workers measured yet): a one-process command's end after its "
-                       f"last test, once more for the workers, which end so before the controller does")
+                       f"planned run with workers measured yet): the workers end as a one-process "
+                       f"command ends after its last test, then the controller runs the plugins' "
+                       + (f"unconfigure again ({fmt_s(again)} measured)" if costs.controller_end_s is not None
+                          else "unconfigure again (not recorded: counted as that whole end)"))
     elif outside and abs(beyond) >= 0.005:
         reasons.append(f"predicted wall {'includes' if beyond > 0 else 'is'} {fmt_s(abs(beyond))} "
                        f"{'' if beyond > 0 else 'less '}for what past commands at about this worker "
