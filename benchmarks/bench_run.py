@@ -234,7 +234,7 @@ def report(sr: ShapeRun) -> tuple[str, list[tuple[str, bool, str]]]:
                            f"{med(s['suitefit'].cpu) / med(s[c].cpu):.2f}x"))
     best = min(XDIST_MODES, key=lambda c: med(s[c].wall))
     sf_wall, best_wall = med(s["suitefit"].wall), med(s[best].wall)
-    if sr.name == "pool-heavy":
+    if sr.name.startswith("pool-heavy"):
         r = sf_wall / best_wall
         checks.append((f"wall <= {POOL_WALL_TARGET:.2f}x best xdist ({best})", r <= POOL_WALL_TARGET,
                        f"{r:.2f}x"))
