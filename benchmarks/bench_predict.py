@@ -54,6 +54,36 @@ def _with_costs(plan: Plan, model: CostModel, run: CostModel) -> Plan:
     return replace(plan, units=tuple(units))
 
 
+def _serial_reference(src: Path) -> dict[str, float]:
+    """Each file's median time over the history's serial runs (one process, no plan)."""
+    times: dict[str, dict[int, float]] = {}
+    with sqlite3.connect(src) as c:
+        for run_id, path, wall in c.execute(
+                "SELECT f.run_id, f.path, f.wall_s FROM files f JOIN runs r ON r.id = f.run_id "
+                "WHERE COALESCE(r.workers, 0) <= 1"):
+            per_run = times.setdefault(path, {})
+            per_run[run_id] = per_run.get(run_id, 0.0) + wall
+    return {p: statistics.median(v.values()) for p, v in times.items()}
+
+
+def _serial_equivalent(model: CostModel, ref: dict[str, float]) -> tuple[CostModel, float]:
+    """``model``'s file times as a serial run would take them, and the factor divided out.
+
+    A cost model built from runs with workers only (no serial run to measure the slowdown
+    against) holds their contended times; at 16 simulated workers the plan applies its own
+    slowdown on top. Both sides of the 16-worker comparison are brought to the serial
+    reference the same way (time-weighted, as ``costs._slowdown``, files within 3x of
+    their reference), so that what is left is run-to-run variation of the costs.
+    """
+    pairs = [(fc.wall_s, ref[fc.path]) for fc in model.files
+             if fc.path in ref and ref[fc.path] >= 0.05 and 1 / 3 <= fc.wall_s / ref[fc.path] <= 3]
+    if len(pairs) < 3:
+        return model, 1.0
+    factor = sum(w for w, _ in pairs) / sum(r for _, r in pairs)
+    files = tuple(replace(fc, wall_s=fc.wall_s / factor) for fc in model.files)
+    return replace(model, files=files), factor
+
+
 def _only(src: Path, run_id: int, dst: Path) -> None:
     """A copy of the history with every run but one removed."""
     with sqlite3.connect(src) as s, sqlite3.connect(dst) as d:
@@ -91,6 +121,7 @@ def main(argv: list[str] | None = None) -> int:
         runs = [r for r in h.runs() if r.status in ("passed", "failed") and r.wall_s]
     errors: dict[int, list[float]] = {}
     sim_errors: list[float] = []
+    ref = _serial_reference(a.history)
     with tempfile.TemporaryDirectory() as tmp:
         for r in runs:
             if len(runs) < 2:
@@ -107,20 +138,23 @@ def main(argv: list[str] | None = None) -> int:
             err = plan.predicted_wall_s / float(command) - 1 if command else float("nan")
             if command:
                 errors.setdefault(n, []).append(err)
-            big = make_plan(costs, Budget(a.budget_mb, a.cpus, workers=a.cpus))
+            serial_costs, model_factor = _serial_equivalent(costs, ref)
+            big = make_plan(serial_costs, Budget(a.budget_mb, a.cpus, workers=a.cpus))
             kw = dict(startup_s=0.0, baseline_mb=big.baseline_mb, budget_mb=None, slow=big.slow,
                       fixed_mb=big.fixed_mb)
             planned = simulate(big, **kw)  # type: ignore[arg-type]
             alone = Path(tmp) / f"only{r.id}.sqlite"
             _only(a.history, r.id, alone)
             with History(alone) as h3:
-                run_costs = build_cost_model(h3)
-            replayed = simulate(_with_costs(big, costs, run_costs), **kw)  # type: ignore[arg-type]
+                run_costs, run_factor = _serial_equivalent(build_cost_model(h3), ref)
+            replayed = simulate(_with_costs(big, serial_costs, run_costs), **kw)  # type: ignore[arg-type]
             sim_errors.append(planned.wall_s / replayed.wall_s - 1 if replayed.wall_s else 0.0)
             print(f"run {r.id} ({r.kind}, {n} worker(s)): predicted {plan.predicted_wall_s:.2f} s, "
                   f"command {command or float('nan'):.2f} s ({err:+.0%}); {a.cpus} workers: planned "
                   f"{planned.wall_s:.2f} s vs replayed on this run's file times {replayed.wall_s:.2f} s "
-                  f"({sim_errors[-1]:+.0%})")
+                  f"({sim_errors[-1]:+.0%})"
+                  + (f"; file times / {model_factor:.2f} (model) and / {run_factor:.2f} (this run) to their "
+                     f"serial reference" if abs(model_factor - 1) > 0.005 or abs(run_factor - 1) > 0.005 else ""))
     for n, es in sorted(errors.items()):
         print(f"{n} worker(s): median error {statistics.median(es):+.1%} over {len(es)} run(s) "
               f"(range {min(es):+.0%} to {max(es):+.0%})")

@@ -158,3 +158,45 @@ def test_parts_sched_replays_both_schedulers_over_every_test(tmp_path: Path) -> 
     assert d["tests"] == 1650
     assert 0 < d["suitefit_us"] < 1000 and 0 < d["xdist_us"] < 1000
     assert "controller's scheduler per test" in res.stdout
+
+
+PREDICT_PATH = Path(__file__).resolve().parent.parent / "benchmarks" / "bench_predict.py"
+
+
+def test_the_16_worker_replay_compares_serial_equivalent_times(tmp_path: Path) -> None:
+    # bench_predict's 16-worker figure replays one run's file times through the plan made
+    # from the other runs. A run with workers records contended times (numpy's: 1.27x its
+    # serial ones); left as they are, the replay counted that contention as a prediction
+    # error (-33% on numpy). Both sides are brought to the serial runs' times first.
+    from suitefit.history import History
+    from suitefit.model import CostModel, FileCost
+
+    spec = importlib.util.spec_from_file_location("bench_predict", PREDICT_PATH)
+    assert spec is not None and spec.loader is not None
+    bp = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bp)
+    db = tmp_path / "history.sqlite"
+    with History(db):
+        pass
+    import sqlite3
+
+    with sqlite3.connect(db) as c:
+        for run_id, workers in ((1, 0), (2, 1), (3, 2)):
+            c.execute("INSERT INTO runs (id, kind, status, started, workers) VALUES (?, 'profile', 'passed', 0, ?)",
+                      [run_id, workers])
+        rows = [(1, "a.py", "main", 2.0), (2, "a.py", "main", 4.0), (1, "b.py", "main", 1.0),
+                (2, "b.py", "main", 1.0), (3, "a.py", "gw0", 100.0)]  # a.py split over two rows of run 1:
+        rows.append((1, "a.py", "gw9", 1.0))  # its serial time there is their sum, 3.0
+        c.executemany("INSERT INTO files (run_id, path, worker, started, finished, wall_s, cpu_s, tests, "
+                      "baseline_mb, peak_mb, peak_abs_mb) VALUES (?, ?, ?, 0, 0, ?, 0, 1, 0, 0, 0)", rows)
+    ref = bp._serial_reference(db)
+    assert ref == {"a.py": 3.5, "b.py": 1.0}  # medians over the serial runs; run 3 (2 workers) left out
+
+    ref = {"a.py": 3.0, "b.py": 1.0, "c.py": 2.0, "d.py": 0.01}
+    contended = CostModel(files=(FileCost("a.py", 3.6, 0), FileCost("b.py", 1.2, 0), FileCost("c.py", 2.4, 0),
+                                 FileCost("d.py", 5.0, 0), FileCost("e.py", 7.0, 0)))
+    model, factor = bp._serial_equivalent(contended, ref)
+    assert factor == pytest.approx(1.2)  # d.py (reference under 0.05 s) and e.py (none) do not count
+    assert [round(fc.wall_s, 6) for fc in model.files] == [3.0, 1.0, 2.0, round(5.0 / 1.2, 6), round(7.0 / 1.2, 6)]
+    few = CostModel(files=(FileCost("a.py", 6.0, 0), FileCost("b.py", 2.0, 0)))
+    assert bp._serial_equivalent(few, ref) == (few, 1.0)  # fewer than 3 files to compare: as recorded
