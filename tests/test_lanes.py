@@ -14,6 +14,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import psutil
 import pytest
 from lanes_helpers import (
     alive,
@@ -398,26 +399,37 @@ def test_interrupted_run_stops_its_lanes_and_still_reports(tmp_path: Path) -> No
     import subprocess
 
     proj = project(tmp_path, '[tool.suitefit.lanes.long]\ncommand = "sleep 60"\n')
-    # faulthandler: if it ever hangs again (once in CI, 2026-12-03: only "lanes: 1 started"
-    # printed in 30 s, not reproduced in 40 interrupts at 0.25-0.82 s), SIGABRT makes it say where
     env = {k: v for k, v in os.environ.items() if k != "GITHUB_ACTIONS"} | {"PYTHONFAULTHANDLER": "1"}
-    p = subprocess.Popen(
-        [PY, "-m", "suitefit", "lanes", "run", "--", "sleep", "60"],
-        cwd=proj,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
+    # A test run started as `cmd &` by a non-interactive shell has SIGINT ignored, and a
+    # child inherits that: Python then installs no handler and Ctrl-C is ignored, as the
+    # shell asked. That hung this test twice (a CI run started in the background); the CLI
+    # under test gets SIGINT's default here, as a terminal would give it.
+    ignored = signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+    if ignored:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        p = subprocess.Popen(
+            [PY, "-m", "suitefit", "lanes", "run", "--", "sleep", "60"],
+            cwd=proj,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+    finally:
+        if ignored:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
     running = proj / ".suitefit/lanes/long/running.json"
     assert wait_for(running.exists)
     lane_pid = json.loads(running.read_text())["pid"]
     p.send_signal(signal.SIGINT)  # Ctrl-C, to suitefit alone
     try:
         out, err = p.communicate(timeout=30)
-    except subprocess.TimeoutExpired:
+    except subprocess.TimeoutExpired:  # say where it waits: its signal masks, its Python stack
         status = Path(f"/proc/{p.pid}/status").read_text()
         masks = [line for line in status.splitlines() if line.startswith(("State", "SigBlk", "SigIgn", "SigCgt"))]
+        for kid in psutil.Process(p.pid).children(recursive=True):  # the foreground holds our pipes
+            kid.kill()
         p.send_signal(signal.SIGABRT)
         out, err = p.communicate(timeout=10)
         pytest.fail(f"no exit 30 s after SIGINT; {masks}\nstdout:\n{out}\nstderr:\n{err}")
