@@ -231,7 +231,7 @@ def test_a_profile_of_a_checkout_without_cached_bytecode_compiles_it_first_unmea
 
 def test_a_commands_end_after_its_last_test_is_measured_and_planned(tmp_path: Path) -> None:
     # A plugin that takes 0.6 s at pytest's end (hypothesis imports itself in its terminal
-    # summary; this conftest sleeps in unconfigure), and a test module whose end costs 0.8 s
+    # summary; this conftest sleeps in unconfigure), and a test module whose end costs 2.0 s
     # more in the process that imported it (an atexit hook here; in networkx's suite, the
     # teardown of the collected heap, 2-3 s). pytest's process cannot see its own exit: the
     # profile's CLI measures it, and `suitefit run` records it at exit. The plans after one
@@ -248,7 +248,7 @@ def test_a_commands_end_after_its_last_test_is_measured_and_planned(tmp_path: Pa
     from suitefit.plan import make_plan
 
     files = {f"test_{i}.py": "def test_a():\n    pass\n" for i in range(3)}
-    files["test_0.py"] = "import atexit, time\n\natexit.register(time.sleep, 0.8)\n\n" + files["test_0.py"]
+    files["test_0.py"] = "import atexit, time\n\natexit.register(time.sleep, 2.0)\n\n" + files["test_0.py"]
     make_project(tmp_path, files)
     (tmp_path / "tests" / "conftest.py").write_text(
         "import os, time\n\ndef pytest_unconfigure(config):\n    t0 = time.time()\n    time.sleep(0.6)\n"
@@ -256,7 +256,7 @@ def test_a_commands_end_after_its_last_test_is_measured_and_planned(tmp_path: Pa
         "        f.write(f\"{os.environ.get('PYTEST_XDIST_WORKER', 'main')} {t0} {time.time()}\\n\")\n")
     assert suitefit("profile", "--", "-q", cwd=tmp_path).returncode == 0
     costs, _ = load_cost_model(load_config(tmp_path))
-    assert costs.serial_end_s is not None and 1.4 <= costs.serial_end_s < 4.0
+    assert costs.serial_end_s is not None and 2.6 <= costs.serial_end_s < 6.0
     assert costs.controller_end_s is not None and 0.6 <= costs.controller_end_s < costs.serial_end_s - 0.6
     one = make_plan(costs, Budget(10_000, 2, workers=1))
     two = make_plan(costs, Budget(10_000, 2, workers=2))
@@ -274,10 +274,11 @@ def test_a_commands_end_after_its_last_test_is_measured_and_planned(tmp_path: Pa
     # and the end the run measured is the derived one, not twice the serial end
     measured = make_plan(load_cost_model(load_config(tmp_path))[0], Budget(10_000, 2, workers=2))
     assert not any("no planned run with workers measured yet" in r for r in measured.reasons)
-    # (here: measured 2.7 s, derived 2.4 s, twice the serial end 3.6 s; what is left is
-    # `suitefit run`'s own end, which a profile cannot show)
+    # (measured 0.3-0.6 s above the derived end here, more on a busy machine: that is
+    # `suitefit run`'s own end, which a profile cannot show; twice the serial end is 2.4 s
+    # above the derived one: the atexit hook and pytest's own end once more)
     off, twice_off = abs(measured.overhead_s - two.overhead_s), abs(measured.overhead_s - 2 * costs.serial_end_s)
-    assert off < 0.6 and off + 0.3 < twice_off, (measured.overhead_s, two.overhead_s, costs.serial_end_s)
+    assert off < 1.0 and off + 0.5 < twice_off, (measured.overhead_s, two.overhead_s, costs.serial_end_s)
     with History(tmp_path / ".suitefit" / "history.sqlite") as h:  # the controller's own peak, for later plans
         runs = h.runs()
         ctl = runs[0].meta_dict.get("controller_mb")
@@ -293,8 +294,9 @@ def test_a_commands_end_after_its_last_test_is_measured_and_planned(tmp_path: Pa
         run = h.runs(limit=1)[0]
         assert run.kind == "run"
         at_exit = json.loads(h.execute("SELECT meta FROM runs WHERE id = ?", [run.id])[0][0])["command_wall_s"]
-    # the closing line comes at pytest's unconfigure (after the slow plugin's); the record at exit
-    assert said >= 0.6 and said - 0.05 <= at_exit < said + 1.0  # said: to 0.1 s, or to 1 ms under 1 s
+    # the closing line comes at pytest's unconfigure (after the slow plugin's); the record at
+    # exit after test_0's atexit hook too (registered later, run first), 2.0 s on
+    assert said >= 0.6 and said + 1.9 <= at_exit < said + 3.0  # said: to 0.1 s, or to 1 ms under 1 s
 
 
 def test_a_process_start_is_timed_on_the_clock_its_tests_are(tmp_path: Path) -> None:
