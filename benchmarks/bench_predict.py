@@ -23,7 +23,7 @@ import tempfile
 from dataclasses import replace
 from pathlib import Path
 
-from suitefit.costs import build_cost_model
+from suitefit.costs import build_cost_model, slowdown_factor
 from suitefit.history import History
 from suitefit.model import Budget, CostModel, Plan
 from suitefit.plan import make_plan
@@ -72,14 +72,12 @@ def _serial_equivalent(model: CostModel, ref: dict[str, float]) -> tuple[CostMod
     A cost model built from runs with workers only (no serial run to measure the slowdown
     against) holds their contended times; at 16 simulated workers the plan applies its own
     slowdown on top. Both sides of the 16-worker comparison are brought to the serial
-    reference the same way (time-weighted, as ``costs._slowdown``, files within 3x of
-    their reference), so that what is left is run-to-run variation of the costs.
+    reference by the rule the cost model measures slowdown with (``slowdown_factor``), so
+    that what is left is run-to-run variation of the costs.
     """
-    pairs = [(fc.wall_s, ref[fc.path]) for fc in model.files
-             if fc.path in ref and ref[fc.path] >= 0.05 and 1 / 3 <= fc.wall_s / ref[fc.path] <= 3]
-    if len(pairs) < 3:
+    factor = slowdown_factor([(fc.wall_s, ref[fc.path]) for fc in model.files if fc.path in ref])
+    if factor is None:
         return model, 1.0
-    factor = sum(w for w, _ in pairs) / sum(r for _, r in pairs)
     files = tuple(replace(fc, wall_s=fc.wall_s / factor) for fc in model.files)
     return replace(model, files=files), factor
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -178,8 +179,6 @@ def test_the_16_worker_replay_compares_serial_equivalent_times(tmp_path: Path) -
     db = tmp_path / "history.sqlite"
     with History(db):
         pass
-    import sqlite3
-
     with sqlite3.connect(db) as c:
         for run_id, workers in ((1, 0), (2, 1), (3, 2)):
             c.execute("INSERT INTO runs (id, kind, status, started, workers) VALUES (?, 'profile', 'passed', 0, ?)",

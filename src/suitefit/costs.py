@@ -337,15 +337,25 @@ def _slowdown(history: History, run_ids: Sequence[int],
     pairs: dict[int, dict[int, list[tuple[float, float]]]] = {}  # n -> run -> (time there, serial)
     for (run_id, path), acc in per.items():
         n = n_of.get(run_id, 0)
-        ref_s = ref.get(path, 0.0)
-        if n >= 2 and ref_s >= 0.05 and not acc[4] and 1 / 3 <= acc[0] / ref_s <= 3:
-            pairs.setdefault(n, {}).setdefault(run_id, []).append((acc[0], ref_s))
+        if n >= 2 and path in ref and not acc[4]:
+            pairs.setdefault(n, {}).setdefault(run_id, []).append((acc[0], ref[path]))
     out: dict[int, float] = {}
     for n, runs in pairs.items():
-        per_run = [sum(t for t, _ in r) / sum(s for _, s in r) for r in runs.values() if len(r) >= 3]
+        per_run = [f for r in runs.values() if (f := slowdown_factor(r)) is not None]
         if per_run:
             out[n] = max(0.5, median(per_run))
     return out
+
+
+def slowdown_factor(pairs: Sequence[tuple[float, float]]) -> float | None:
+    """How much longer one run's files took than their serial reference, from (time, serial
+    time) pairs: time-weighted (the sum of one over the sum of the other), files with a
+    reference under 0.05 s or more than 3x off it left out (a hang, a cache the serial run had
+    warm); None with fewer than 3 files left."""
+    kept = [(t, s) for t, s in pairs if s >= 0.05 and 1 / 3 <= t / s <= 3]
+    if len(kept) < 3:
+        return None
+    return sum(t for t, _ in kept) / sum(s for _, s in kept)
 
 
 def _process_peaks(history: History, run_ids: Sequence[int]) -> dict[str, float]:
