@@ -6,6 +6,7 @@ import json
 import os
 import re
 import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -94,7 +95,6 @@ def test_pytest_runs_in_the_commands_own_process_as_python_m_pytest(tmp_path: Pa
     line is parsed and the plan made in a child forked before click is imported): from the installed console script, a test sees what
     `python -m pytest` gives it, the run's owner is that process, pytest warns of nothing it
     imported first, and pytest's exit status is the command's."""
-    import sys
 
     script = Path(sys.executable).with_name("suitefit")
     assert script.exists(), script
@@ -112,13 +112,61 @@ def test_pytest_runs_in_the_commands_own_process_as_python_m_pytest(tmp_path: Pa
         assert proc.returncode == rc, out + err
         seen = json.loads((tmp_path / "seen.json").read_text())
         assert seen["pid"] == proc.pid and seen["cli"], "pytest ran in another process or interpreter"
-        assert seen["helper"] == 7 and seen["stdin"] == "/dev/null" and seen["omp"] == "1"
+        assert seen["helper"] == 7 and seen["stdin"] == "/dev/null"
+        assert seen["omp"] is None  # one worker: the thread pools as plain pytest has them
         assert seen["status"] == "running", seen  # not settled as crashed while it runs
         assert not seen["planner"], "the plan was made in this process, not beside it"
         assert not seen["click"], "the command line was parsed in this process, not in the planning child"
         assert seen["argv0"].endswith(os.path.join("pytest", "__main__.py"))
         assert "Warning" not in out, out  # e.g. PytestAssertRewriteWarning on suitefit's package
         assert "Traceback" not in err, err
+
+
+POOLS = """
+import json, os
+import pytest
+@pytest.mark.parametrize("i", range(4))
+def test_pools(i):
+    with open(os.environ["POOLS_LOG"], "a") as f:
+        f.write(json.dumps({"worker": os.environ.get("PYTEST_XDIST_WORKER", "main"),
+                            **{v: os.environ.get(v) for v in THREAD_VARS}}) + "\\n")
+"""
+
+
+def test_thread_pools_are_shared_out_among_workers_and_left_alone_for_one(tmp_path: Path) -> None:
+    """BLAS/OpenMP pools: a one-worker plan runs its tests as plain pytest would (the variables
+    unset, so the libraries size their pools to the machine); with workers each worker's pools get
+    CPUs / workers threads (four threads on two CPUs made plain `pytest -n 2` on a torch suite
+    1.2x slower); a variable the user set is theirs, in every case."""
+    from suitefit.budget import detect_cpus
+    from suitefit.threads import THREAD_VARS
+
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_pools.py").write_text(f"THREAD_VARS = {THREAD_VARS!r}\n" + POOLS)
+    log = tmp_path / "pools.jsonl"
+    base = {k: v for k, v in os.environ.items()
+            if k not in THREAD_VARS and not k.startswith(("PYTEST_XDIST", "PYTEST_ADDOPTS"))}
+    share = str(max(1, detect_cpus()[0] // 2))
+
+    def seen(workers: int, **env: str) -> list[dict[str, str | None]]:
+        log.unlink(missing_ok=True)
+        res = subprocess.run([sys.executable, "-m", "suitefit", "run", "--workers", str(workers), "--",
+                              "-q", "-p", "no:cacheprovider"], cwd=tmp_path, text=True, capture_output=True,
+                             env={**base, "POOLS_LOG": str(log), **env}, timeout=300)
+        assert res.returncode == 0, res.stdout[-1500:] + res.stderr[-1500:]
+        rows = [json.loads(x) for x in log.read_text().splitlines()]
+        assert len(rows) == 4, rows
+        return rows
+
+    one = seen(1)
+    assert {r["worker"] for r in one} == {"main"}
+    assert all(r[v] is None for r in one for v in THREAD_VARS), one
+    two = seen(2)
+    assert {r["worker"] for r in two} == {"gw0", "gw1"}
+    assert all(r[v] == share for r in two for v in THREAD_VARS), (share, two)
+    mine = seen(2, OMP_NUM_THREADS="3")
+    assert all(r["OMP_NUM_THREADS"] == "3" and r["OPENBLAS_NUM_THREADS"] == share for r in mine), mine
+    assert all(r["OMP_NUM_THREADS"] == "3" and r["MKL_NUM_THREADS"] is None for r in seen(1, OMP_NUM_THREADS="3"))
 
 
 def test_a_long_pytest_command_line_comes_back_whole_from_the_planning_child(tmp_path: Path) -> None:

@@ -44,8 +44,10 @@ class Handover:
     larger part of suitefit's fixed start on a one-worker run (benchmarks/README.md,
     "fifth round"). pytest runs as ``python -m pytest`` would: the same argv, the working
     directory first on ``sys.path``, stdin /dev/null (a test that reads it must not hang
-    CI), BLAS/OpenMP pools pinned to a thread. From here the plugin (``run_close``) says
-    the run's closing lines.
+    CI). Thread pools are left alone here: the conftest files are imported before the plan
+    is read, and a one-worker plan runs its tests in this process, as plain pytest would;
+    with workers, the plugin shares the CPUs out among them before they start
+    (``threads.py``). From here the plugin (``run_close``) says the run's closing lines.
     """
 
     args: tuple[str, ...]
@@ -53,8 +55,6 @@ class Handover:
     run_id: int
 
     def run(self) -> int:
-        from suitefit.threads import pin_threads
-
         try:
             import pytest
         except ImportError as e:
@@ -63,7 +63,6 @@ class Handover:
             with History(self.history_path) as h:
                 h.update_run(self.run_id, status="error")
             raise SuitefitError(f"cannot import pytest in {sys.executable}: {e}") from None
-        pin_threads(os.environ)
         sys.stdout.flush()
         sys.stderr.flush()
         devnull = os.open(os.devnull, os.O_RDONLY)
