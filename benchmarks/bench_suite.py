@@ -34,8 +34,9 @@ from pathlib import Path
 import tree_sampler
 from bench_run import plan_line, predicted
 
+from suitefit.threads import THREAD_VARS, threads_per_worker
+
 MODES = ("load", "loadfile", "worksteal")
-THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS")
 
 
 def commands(python: str, args: list[str], history: Path, workers: int, pinned: bool
@@ -46,7 +47,7 @@ def commands(python: str, args: list[str], history: Path, workers: int, pinned: 
     for mode in MODES:
         out[mode] = ([python, "-m", "pytest", *args, "-n", str(workers), "--dist", mode], {})
     if pinned:
-        share = str(max(1, len(os.sched_getaffinity(0)) // workers))
+        share = str(threads_per_worker(len(os.sched_getaffinity(0)), workers) or len(os.sched_getaffinity(0)))
         for mode in MODES:
             out[f"{mode}+pin"] = (out[mode][0], dict.fromkeys(THREAD_VARS, share))
     return out
