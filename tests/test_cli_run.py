@@ -169,6 +169,18 @@ def test_thread_pools_are_shared_out_among_workers_and_left_alone_for_one(tmp_pa
     assert all(r["OMP_NUM_THREADS"] == "3" and r["MKL_NUM_THREADS"] is None for r in seen(1, OMP_NUM_THREADS="3"))
 
 
+def test_threads_per_worker_share_the_cpus_out() -> None:
+    from suitefit.threads import pin_threads, threads_per_worker
+
+    assert [threads_per_worker(16, w) for w in (1, 2, 4, 16, 32)] == [None, 8, 4, 1, 1]
+    assert threads_per_worker(2, 3) == 1 and threads_per_worker(3, 2) == 1
+    env = {"MKL_NUM_THREADS": "6"}
+    assert pin_threads(env, 4) == ["OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS"]
+    assert env == {"MKL_NUM_THREADS": "6", "OMP_NUM_THREADS": "4", "OPENBLAS_NUM_THREADS": "4",
+                   "NUMEXPR_NUM_THREADS": "4"}
+    assert pin_threads(env := {}, None) == [] and env == {}
+
+
 def test_a_long_pytest_command_line_comes_back_whole_from_the_planning_child(tmp_path: Path) -> None:
     """The plan's child hands pytest's arguments back through a pipe: 200 KiB of them (more
     than a pipe holds) arrive whole, the last one included."""
