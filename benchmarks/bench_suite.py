@@ -26,10 +26,10 @@ import argparse
 import dataclasses
 import json
 import os
-import statistics
 import sys
 import tempfile
 from pathlib import Path
+from statistics import median as med
 
 import tree_sampler
 from bench_run import plan_line, predicted
@@ -39,17 +39,17 @@ from suitefit.threads import THREAD_VARS, threads_per_worker
 MODES = ("load", "loadfile", "worksteal")
 
 
-def commands(python: str, args: list[str], history: Path, workers: int, pinned: bool
-             ) -> dict[str, tuple[list[str], dict[str, str]]]:
-    suitefit = str(Path(python).with_name("suitefit"))
+def commands(python: str, suitefit: str, args: list[str], history: Path, workers: int, cpus: int,
+             pinned: bool) -> dict[str, tuple[list[str], dict[str, str]]]:
     out: dict[str, tuple[list[str], dict[str, str]]] = {
         "suitefit": ([suitefit, "run", "--history", str(history), "--", *args], {})}
     for mode in MODES:
         out[mode] = ([python, "-m", "pytest", *args, "-n", str(workers), "--dist", mode], {})
-    if pinned:
-        share = str(threads_per_worker(len(os.sched_getaffinity(0)), workers) or len(os.sched_getaffinity(0)))
+    if pinned:  # the thread variables exactly as `suitefit run` sets them for its workers
+        share = threads_per_worker(cpus, workers)
+        pins = dict.fromkeys(THREAD_VARS, str(share)) if share is not None else {}
         for mode in MODES:
-            out[f"{mode}+pin"] = (out[mode][0], dict.fromkeys(THREAD_VARS, share))
+            out[f"{mode}+pin"] = (out[mode][0], pins)
     return out
 
 
@@ -76,9 +76,11 @@ def main(argv: list[str] | None = None) -> int:
     if history.exists():
         print(f"bench_suite.py: {history} exists: the first plan must come from one profile", file=sys.stderr)
         return 2
-    workers = a.workers or len(os.sched_getaffinity(0))
+    cpus = len(os.sched_getaffinity(0))
+    workers = a.workers or cpus
     env = {**os.environ, **dict(kv.split("=", 1) for kv in a.env)}
-    cmds = commands(a.python, list(a.pytest_args), history, workers, a.pinned)
+    suitefit = str(Path(a.python).with_name("suitefit"))
+    cmds = commands(a.python, suitefit, list(a.pytest_args), history, workers, cpus, a.pinned)
     if a.only:
         wanted = a.only.split(",")
         if "suitefit" not in wanted or any(n not in cmds for n in wanted):
@@ -97,7 +99,6 @@ def main(argv: list[str] | None = None) -> int:
             raise SystemExit(2)
         return r
 
-    suitefit = str(Path(a.python).with_name("suitefit"))
     print(f"profile (serial, into {history}):", flush=True)
     measure("profile", [suitefit, "profile", "--history", str(history), "--", *a.pytest_args], {},
             work / "profile.log")
@@ -113,9 +114,6 @@ def main(argv: list[str] | None = None) -> int:
             got[name].append(r)
             if name == "suitefit" and (p := predicted(log)) is not None:
                 preds.append((p[0], r.wall_s, p[1], r.peak_rss_mb, plan_line(log)))
-
-    def med(xs: list[float]) -> float:
-        return statistics.median(xs)
 
     print(f"\n{workers} workers, medians (min-max) of {a.rounds} round(s):")
     print("| command | wall s | peak MiB | CPU s |\n|---|---|---|---|")

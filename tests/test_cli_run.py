@@ -137,7 +137,7 @@ def test_thread_pools_are_shared_out_among_workers_and_left_alone_for_one(tmp_pa
     """BLAS/OpenMP pools: a one-worker plan runs its tests as plain pytest would (the variables
     unset, so the libraries size their pools to the machine); with workers each worker's pools get
     CPUs / workers threads (four threads on two CPUs made plain `pytest -n 2` on a torch suite
-    1.2x slower); a variable the user set is theirs, in every case."""
+    take 1.7-2x as long); a variable the user set is theirs, in every case."""
     from suitefit.budget import detect_cpus
     from suitefit.threads import THREAD_VARS
 
