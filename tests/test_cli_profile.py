@@ -40,6 +40,19 @@ def test_profile_json_has_the_promised_fields(tmp_path: Path) -> None:
     assert [r["id"] for r in json_out(hist)] == [s["run_id"]]
 
 
+def test_a_run_records_how_much_cpu_time_the_host_took(tmp_path: Path) -> None:
+    """The machine's steal share over the run, in its meta (0.0 on a machine whose host took
+    none; a share needs a second of CPU wanted, which the burning test gives)."""
+    make_project(tmp_path, {"test_burn.py": (
+        "import time\n\ndef test_burn():\n    end = time.process_time() + 1.5\n"
+        "    while time.process_time() < end:\n        pass\n")})
+    res = suitefit("profile", "--json", "--", "-q", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    with History(tmp_path / ".suitefit" / "history.sqlite") as h:
+        share = h.run(int(json_out(res)["run_id"])).meta_dict["host_steal"]
+    assert isinstance(share, float) and 0.0 <= share < 1.0
+
+
 def test_profile_under_xdist_and_failing_tests_exit_1(tmp_path: Path) -> None:
     make_project(tmp_path, {"test_a.py": "def test_a():\n    assert 0\n", "test_b.py": "def test_b():\n    pass\n"})
     res = suitefit("profile", "-n", "2", "--json", cwd=tmp_path)

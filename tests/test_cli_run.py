@@ -167,6 +167,11 @@ def test_thread_pools_are_shared_out_among_workers_and_left_alone_for_one(tmp_pa
     mine = seen(2, OMP_NUM_THREADS="3")
     assert all(r["OMP_NUM_THREADS"] == "3" and r["OPENBLAS_NUM_THREADS"] == share for r in mine), mine
     assert all(r["OMP_NUM_THREADS"] == "3" and r["MKL_NUM_THREADS"] is None for r in seen(1, OMP_NUM_THREADS="3"))
+    # xdist's controller's own CPU is recorded where there is one (costs.controller_per_test)
+    with History(tmp_path / ".suitefit" / "history.sqlite") as h:
+        cpu = {r.id: (r.workers, r.meta_dict.get("controller_cpu_s")) for r in h.runs()}
+    assert sorted(w for w, _ in cpu.values()) == [1, 1, 2, 2], cpu
+    assert all((c is None) if w == 1 else (isinstance(c, float) and c > 0) for w, c in cpu.values()), cpu
 
 
 def test_threads_per_worker_share_the_cpus_out() -> None:

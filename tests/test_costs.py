@@ -401,3 +401,21 @@ def test_xdist_controllers_measured_peak_is_the_plans_fixed_memory(tmp_path: Pat
         plain.predicted_peak_mb + 435.0 - cm.worker.baseline_mb, abs=1.0)
     one = make_plan(cm, Budget(100_000, 2, workers=1))
     assert one.fixed_mb == pytest.approx(cm.sampler_mb)  # one worker runs in pytest's own process
+
+
+def test_xdist_controllers_cpu_a_test_is_measured_from_runs_with_workers(tmp_path: Path) -> None:
+    """The controller's own CPU over the tests its runs ran: the median over runs with workers
+    that recorded it; a serial run (no controller) and a run that did not record it count
+    for nothing, and none recorded means not measured."""
+    files = {f"tests/test_{i}.py": SynthFile(f"tests/test_{i}.py", 1.0, peak_mb=30.0, tests=50) for i in range(8)}
+    names = list(files)
+    with History(tmp_path / "h.sqlite") as h:
+        serial = write_run(h, SynthRun({"main": names}, files))
+        two = [write_run(h, SynthRun({"gw0": names[::2], "gw1": names[1::2]}, files, kind="run"),
+                         started=1_000_100.0 + 100 * i) for i in range(4)]
+        assert build_cost_model(h).controller_per_test_s is None
+        h.merge_run_meta(serial, controller_cpu_s=40.0)  # not a controller's: never read
+        for rid, cpu in zip(two, (0.8, 1.2, 4.0), strict=False):  # two[3] records nothing
+            h.merge_run_meta(rid, controller_cpu_s=cpu)
+        cm = build_cost_model(h)
+    assert cm.controller_per_test_s == pytest.approx(1.2 / 400)

@@ -221,3 +221,20 @@ def test_a_file_that_would_be_the_long_pole_runs_as_chunks() -> None:
     whole = make_plan(_costs([FileCost("tests/test_big.py", 40.0, 10.0, tests=1), *_files(6, wall=2.0)]),
                       Budget(8000, 4))
     assert all(u.chunk is None for u in whole.units)
+
+
+def test_workers_stop_where_xdists_controller_cannot_take_in_reports_faster() -> None:
+    # pandas' frame and groupby tests on this machine: 41,806 tests in 282 s serially, and
+    # xdist's controller spent ~1.9 ms of its own CPU a test. On 16 CPUs the files alone
+    # would take 282 / 16 = 18 s; the controller needs 80 s for the reports whatever the count.
+    files = [replace(f, tests=277) for f in _files(151, wall=282 / 151)]
+    free = make_plan(_costs(files), Budget(64000, 16))
+    capped = make_plan(replace(_costs(files), controller_per_test_s=0.0019), Budget(64000, 16))
+    floor = 0.0019 * 151 * 277
+    assert free.workers == 16 and free.predicted_wall_s < 0.5 * floor
+    assert capped.predicted_wall_s == pytest.approx(floor + 2.0)  # + the controller's and a worker's start
+    assert capped.workers < 16  # the fewest workers within a whisker of that floor
+    assert any("1.90 ms of its CPU a test" in r and "41,827 tests" in r for r in capped.reasons)
+    # at 2 workers the files' own time is far above the floor: the floor changes nothing there
+    two = make_plan(replace(_costs(files), controller_per_test_s=0.0019), Budget(64000, 2))
+    assert two.predicted_wall_s == pytest.approx(make_plan(_costs(files), Budget(64000, 2)).predicted_wall_s)

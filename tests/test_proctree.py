@@ -238,3 +238,25 @@ def test_create_time_is_psutils(tree: Tree) -> None:
     for pid in (os.getpid(), tree.child, tree.grandchild, 1):
         assert proctree.create_time(pid) == psutil.Process(pid).create_time()
     assert proctree.create_time(2**22 + 12345) is None
+
+
+def test_the_machines_busy_and_stolen_ticks_are_read_from_proc_stat() -> None:
+    before = proctree.cpu_ticks()
+    assert before is not None and before[0] > 0 and before[1] >= 0
+    deadline = time.process_time() + 1.5
+    while time.process_time() < deadline:  # 1.5 s of CPU: 150 busy ticks at 100 Hz
+        pass
+    after = proctree.cpu_ticks()
+    assert after is not None
+    assert after[0] - before[0] >= 100  # at least this process's own CPU time
+    share = proctree.steal_share(before, after)
+    assert share is not None and 0.0 <= share < 1.0
+    assert share == (after[1] - before[1]) / (after[0] - before[0] + after[1] - before[1])
+
+
+def test_steal_share_needs_two_readings_and_enough_cpu_between_them() -> None:
+    assert proctree.steal_share((1000, 50), (1170, 80)) == 30 / 200
+    assert proctree.steal_share(None, (1170, 80)) is None
+    assert proctree.steal_share((1000, 50), None) is None
+    assert proctree.steal_share((1000, 50), (1050, 60)) is None  # 60 ticks: too little to say
+    assert proctree.steal_share((1000, 50), (900, 60)) is None  # counters went back: not one machine's

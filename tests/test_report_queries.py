@@ -203,3 +203,16 @@ def test_files_outside_the_plan_are_named(hist: History) -> None:
     hist.update_run(rid, plan=plan.to_json())
     page = render_run(load_view(hist, hist.run(rid)))
     assert "1 file(s) ran outside the plan (no unit named them): b.py" in page
+
+
+def test_the_report_says_what_the_host_took_from_the_run(hist: History) -> None:
+    from suitefit.report.html import render_run
+
+    rid = _small_run(hist)
+    assert "taken by the host (steal)</dt><dd>not measured" in render_run(load_view(hist, hist.run(rid)))
+    hist.merge_run_meta(rid, host_steal=0.02)
+    page = render_run(load_view(hist, hist.run(rid)))
+    assert "2.0% of the CPU time the run wanted</dd>" in page
+    hist.merge_run_meta(rid, host_steal=0.14)
+    page = render_run(load_view(hist, hist.run(rid)))
+    assert "14.0% of the CPU time the run wanted: its times are that much slower" in page

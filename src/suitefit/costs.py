@@ -108,6 +108,7 @@ def build_cost_model(history: History | None, *, files: Sequence[str] = (),
         controller_end_s=median(hooks) if hooks else None,
         sampler_mb=peaks.get("sampler_rss_mb") or 0.0,
         controller_mb=peaks.get("controller_mb"),
+        controller_per_test_s=_controller_per_test(history, run_ids) if history is not None and run_ids else None,
         peak_errors=_peak_errors(history) if history is not None else (),
         wall_errors=_wall_errors(history) if history is not None else (),
         serial_peak_mb=serial_peak,
@@ -371,6 +372,23 @@ def _process_peaks(history: History, run_ids: Sequence[int]) -> dict[str, float]
                 if v is not None:
                     out[key] = max(out.get(key, 0.0), float(v))
     return out
+
+
+def _controller_per_test(history: History, run_ids: Sequence[int]) -> float | None:
+    """xdist's controller's own CPU seconds a test: the median over runs with workers that
+    recorded it (``controller_cpu_s`` in their meta, over the tests they ran); None if none did.
+
+    CPU time, not wall: it holds whether the controller shared its CPU with workers (here, 2
+    CPUs) or had one to itself (a 16-CPU runner), and its threads share one interpreter lock,
+    so a test's reports cost it this much at any worker count.
+    """
+    per: list[float] = []
+    for meta_text, collected in history.execute(
+            f"SELECT meta, collected FROM runs WHERE id IN ({_q(run_ids)}) AND workers >= 2"):
+        cpu = meta_of(meta_text).get("controller_cpu_s")
+        if isinstance(cpu, (int, float)) and cpu > 0 and collected:
+            per.append(float(cpu) / int(collected))
+    return median(per) if per else None
 
 
 PEAK_ERROR_RUNS = 10

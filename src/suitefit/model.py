@@ -157,6 +157,10 @@ class CostModel:
     sampler_mb: float = 0.0  # suitefit's sampler process, measured: a runner's limit counts it too
     # xdist's controller at its peak (it keeps every report), measured; None: not yet
     controller_mb: float | None = None
+    # xdist's controller's own CPU seconds a test (it takes in every report on one interpreter),
+    # measured in runs with workers; None: not yet. No count of workers runs the suite faster
+    # than this times its tests
+    controller_per_test_s: float | None = None
     # recent planned runs, newest first: measured peak / predicted peak - 1 (> 0: under-predicted)
     peak_errors: tuple[float, ...] = ()
     # the same for the whole command's wall: measured / predicted - 1 (> 0: it took longer)

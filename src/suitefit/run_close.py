@@ -20,6 +20,7 @@ from suitefit.errors import SuitefitError
 from suitefit.exits import EXIT_FAILED, EXIT_OK, explain_exit
 from suitefit.history import History
 from suitefit.model import Plan
+from suitefit.steal import steal_words
 from suitefit.units import fmt_mb, fmt_s
 
 
@@ -100,6 +101,9 @@ class RunClose:
                   f"(nothing measured yet)\n")
         else:
             basis = "" if m is None or m.complete else f"; {m.words()}"
+            stolen = run.meta_dict.get("host_steal")
+            if steal_words(stolen):
+                basis += f"; the host took {stolen:.0%} of the CPU time (steal)"
             write(f"suitefit: run {self.run_id}: command {command} from `suitefit run` to now "
                   f"(predicted {fmt_s(p.predicted_wall_s)}), session {session}, "
                   f"peak {fmt_mb(run.peak_rss_mb)} (predicted {fmt_mb(p.predicted_peak_mb)}, "

@@ -66,6 +66,11 @@ class RunSide:
         self.distributed = distributed
         self.cpu0 = timing.cpu_seconds()
         self.t0 = timing.perf_counter()
+        from suitefit.measure.proctree import cpu_ticks
+
+        self.ticks0 = cpu_ticks()  # the machine's: how much of its CPU the host took during the run
+        t = timing.times()
+        self.own_cpu0 = t[0] + t[1]  # this process's own, its threads' included, without its children
         # Under xdist the controller runs no tests, so samples may stream back to callbacks
         # on a thread here; without xdist this process runs the tests and gets no thread.
         self.sampler = SamplerProcess(os.getpid(), history=history.path.as_posix(), run_id=run_id,
@@ -305,15 +310,25 @@ class RunSide:
         # xdist's controller grows with the run (pytest keeps every report: ~7 KiB a test,
         # 75 -> 435 MiB over 50,000 tests, as much without suitefit): its own peak, for the
         # next plans' fixed memory
-        controller_mb = None
+        controller_mb = controller_cpu_s = None
         if self.distributed:
             from suitefit.measure.proctree import hwm_mb
 
             controller_mb = hwm_mb()
+            # xdist's controller takes in every test's reports on one interpreter (its execnet
+            # threads and the main loop share one GIL): its CPU a test bounds how fast any
+            # number of workers can run the suite (costs.controller_per_test)
+            t = timing.times()
+            controller_cpu_s = t[0] + t[1] - self.own_cpu0
+        from suitefit.measure.proctree import cpu_ticks, steal_share
+
+        steal = steal_share(self.ticks0, cpu_ticks())
         h.merge_run_meta(self.run_id, sampler_cpu_s=peaks.cpu_s, sampler_rss_mb=peaks.rss_mb,
                          samples=peaks.samples, outcomes=outcomes,
+                         host_steal=None if steal is None else round(steal, 4),
                          tests_span=span if n_tests else None,
-                         controller_mb=round(controller_mb, 1) if controller_mb else None)
+                         controller_mb=round(controller_mb, 1) if controller_mb else None,
+                         controller_cpu_s=None if controller_cpu_s is None else round(controller_cpu_s, 3))
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         write_summary(terminalreporter, self.history, self.run_id)
@@ -349,6 +364,11 @@ def write_summary(tr: Any, h: History, run_id: int, top: int = 5) -> None:
         + f", {run.peak_procs or 0} processes at most"
         + (f", {run.secs_above:.1f} s above {fmt_mb(run.threshold_mb)}" if run.threshold_mb else "")
     )
+    from suitefit.steal import steal_words
+
+    stolen = steal_words(run.meta_dict.get("host_steal"))
+    if stolen:
+        tr.write_line(stolen)
     for w in h.workers(run_id):
         tr.write_line(
             f"  worker {w.worker:<6} peak {fmt_mb(w.peak_rss_mb):>9}  baseline {fmt_mb(w.baseline_mb):>9}"

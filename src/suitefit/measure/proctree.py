@@ -253,3 +253,33 @@ def exited(pid: int) -> bool:
         return read_bytes(f"/proc/{pid}/stat").rsplit(b")", 1)[1].split()[0] in (b"Z", b"X")
     except (OSError, IndexError):
         return True
+
+
+def cpu_ticks() -> tuple[int, int] | None:
+    """(busy, stolen) clock ticks of the whole machine since boot, from /proc/stat's ``cpu`` line.
+
+    busy: user + nice + system + irq + softirq (guest time is inside user); stolen: steal,
+    the time this machine's CPUs wanted to run while the hypervisor ran someone else. A
+    shared cloud host takes 3-15% here from minute to minute: every time measured during
+    such a stretch is that much slower than the machine's own. None without /proc/stat
+    (or a kernel that does not count steal).
+    """
+    try:
+        f = read_bytes("/proc/stat").split(b"\n", 1)[0].split()
+        busy = int(f[1]) + int(f[2]) + int(f[3]) + int(f[6]) + int(f[7])
+        return busy, int(f[8])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def steal_share(before: tuple[int, int] | None, after: tuple[int, int] | None,
+                min_ticks: int = 100) -> float | None:
+    """The share of the CPU time wanted between two ``cpu_ticks`` readings that the host took:
+    stolen / (busy + stolen). None without both readings, or with under ``min_ticks`` (1 s at
+    the usual 100 Hz) of CPU wanted between them: too little to say."""
+    if before is None or after is None:
+        return None
+    busy, stolen = after[0] - before[0], after[1] - before[1]
+    if busy < 0 or stolen < 0 or busy + stolen < min_ticks:
+        return None
+    return stolen / (busy + stolen)

@@ -214,6 +214,16 @@ def _plan_one(costs: CostModel, budget: Budget, rules: GroupingRules,
         """Memory outside the workers: xdist's controller (with workers) and the sampler."""
         return (costs.controller_peak_mb if w >= 2 else 0.0) + costs.sampler_mb
 
+    n_tests = sum(fc.tests for fc in fcs.values())
+    per_test = costs.controller_per_test_s
+
+    def controller_floor(w: int) -> float:
+        """With workers, xdist's controller takes in every test's reports on one interpreter:
+        no schedule ends its tests sooner than its measured CPU a test times the tests."""
+        if w < 2 or not per_test:
+            return 0.0
+        return head_for(w) + per_test * n_tests + overhead_for(w)[0]
+
     def evaluate(w: int, best_wall_s: float | None = None, split: bool = True,
                  spread_mb: float | None = None) -> Candidate:
         units, greasons = build_units(groups, fcs, fixtures, workers=w, lane_s=total / w,
@@ -234,7 +244,7 @@ def _plan_one(costs: CostModel, budget: Budget, rules: GroupingRules,
                        exit_s=exit_s,
                        releasable=releasable, stop_on_warning=best_wall_s is not None,
                        give_up_after_s=None if best_wall_s is None else 1.5 * best_wall_s)
-        sim = replace(sim, wall_s=sim.wall_s + controller_s + overhead_for(w)[0])
+        sim = replace(sim, wall_s=max(sim.wall_s + controller_s + overhead_for(w)[0], controller_floor(w)))
         cand = Candidate(w, ordered, sim, tuple(greasons), spread_mb)
         if split and not sim.fits and groups.fixture_groups:
             # Splitting a group for time puts its fixtures on several workers at once: if
@@ -254,7 +264,8 @@ def _plan_one(costs: CostModel, budget: Budget, rules: GroupingRules,
         # no schedule beats the startup plus the larger of an even share and the longest
         # file (as its chunks, when it has tests enough to split)
         longest = max((fc.wall_s / max(1, min(fc.tests, w)) for fc in fcs.values()), default=0.0)
-        return startup_for(w) + max(file_work / w, longest) * slow_for(w)
+        return max(startup_for(w) + max(file_work / w, longest) * slow_for(w),
+                   startup_for(w) + (per_test or 0.0) * n_tests * (w >= 2))
 
     chosen, wreasons, _ = choose_workers(evaluate, outer, worker, n_units_max, lower_bound)
     apart = _keep_hogs_apart(chosen, evaluate, worker.baseline_mb,
@@ -280,6 +291,11 @@ def _plan_one(costs: CostModel, budget: Budget, rules: GroupingRules,
     elif beyond > 0:
         reasons.append(f"predicted wall includes {fmt_s(beyond)}: a serial profile's end after its "
                        f"last test, as measured")
+    if per_test and chosen.workers >= 2 and sim.wall_s <= controller_floor(chosen.workers) * (1 + 1e-9):
+        reasons.append(f"xdist's controller takes in every test's reports on one interpreter: "
+                       f"{per_test * 1000:.2f} ms of its CPU a test (measured), {fmt_s(per_test * n_tests)} "
+                       f"for {n_tests:,} tests; no count of workers runs them faster, and this "
+                       f"prediction is that floor")
     doubtful = sorted(fc.path for fc in fcs.values() if not fc.trusted)
     if doubtful:
         reasons.append(f"{len(doubtful)} file(s) measured only in runs where some of their tests "

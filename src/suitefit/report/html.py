@@ -26,6 +26,7 @@ from suitefit.report.queries import (
     file_deltas,
     text_of,
 )
+from suitefit.steal import NOTABLE
 from suitefit.summary import SHOWN_FAILURES
 from suitefit.units import fmt_mb, fmt_s
 
@@ -132,6 +133,14 @@ def _when(epoch: float | None) -> str:
 # -- sections of one run -----------------------------------------------------------------------
 
 
+def _steal(share: Any) -> str:
+    """The share of the run's CPU time a shared host's hypervisor took (``steal.py``)."""
+    if not isinstance(share, (int, float)):
+        return "not measured"
+    return f"{share:.1%} of the CPU time the run wanted" + (
+        ": its times are that much slower than the machine's own" if share >= NOTABLE else "")
+
+
 def _summary(v: RunView) -> str:
     r = v.run
     ran = f"{len(v.tests):,} tests ran" if v.tests else "no test ran"
@@ -141,6 +150,7 @@ def _summary(v: RunView) -> str:
         ("started", _when(r.started)),
         ("session wall", fmt_s(r.wall_s) if r.wall_s is not None else f"{fmt_s(v.duration_s)} (last record)"),
         ("CPU time", fmt_s(r.cpu_s)),
+        ("taken by the host (steal)", _steal(r.meta_dict.get("host_steal"))),
         ("tests", ran),
         ("outcomes", outcome_text(v) or "-"),
         ("workers", str(r.workers or len(v.workers))),
