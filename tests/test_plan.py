@@ -239,3 +239,14 @@ def test_workers_stop_where_xdists_controller_cannot_take_in_reports_faster() ->
     # at 2 workers the files' own time is far above the floor: the floor changes nothing there
     two = make_plan(replace(_costs(files), controller_per_test_s=0.0019), Budget(64000, 2))
     assert two.predicted_wall_s == pytest.approx(make_plan(_costs(files), Budget(64000, 2)).predicted_wall_s)
+
+
+def test_a_plan_says_when_it_assumes_no_contention_between_workers() -> None:
+    files = _files(20, wall=3.0)
+    first = make_plan(_costs(files), Budget(8000, 2))
+    assert first.workers == 2
+    assert any(r.startswith("contention: no run with workers measured yet") for r in first.reasons)
+    measured = make_plan(replace(_costs(files), slowdown={2: 1.3}), Budget(8000, 2))
+    assert measured.predicted_wall_s > first.predicted_wall_s
+    assert not any(r.startswith("contention:") for r in measured.reasons)
+    assert not any(r.startswith("contention:") for r in make_plan(_costs(_files(2, wall=0.1)), Budget(8000, 2)).reasons)

@@ -291,6 +291,10 @@ def _plan_one(costs: CostModel, budget: Budget, rules: GroupingRules,
     elif beyond > 0:
         reasons.append(f"predicted wall includes {fmt_s(beyond)}: a serial profile's end after its "
                        f"last test, as measured")
+    if chosen.workers >= 2 and not any(n >= 2 for n in costs.slowdown):
+        reasons.append(f"contention: no run with workers measured yet, so {chosen.workers} busy workers are "
+                       f"assumed to run each file as fast as a serial run did; the first run with workers "
+                       f"measures how much slower they are on this machine and the next plans use it")
     if per_test and chosen.workers >= 2 and sim.wall_s <= controller_floor(chosen.workers) * (1 + 1e-9):
         reasons.append(f"xdist's controller takes in every test's reports on one interpreter: "
                        f"{per_test * 1000:.2f} ms of its CPU a test (measured), {fmt_s(per_test * n_tests)} "
