@@ -34,6 +34,7 @@ from statistics import median as med
 import tree_sampler
 from bench_run import plan_line, predicted
 
+from suitefit.measure.proctree import cpu_ticks, steal_share
 from suitefit.threads import THREAD_VARS, threads_per_worker
 
 MODES = ("load", "loadfile", "worksteal")
@@ -89,11 +90,14 @@ def main(argv: list[str] | None = None) -> int:
         cmds = {n: cmds[n] for n in wanted}
 
     def measure(name: str, cmd: list[str], extra: dict[str, str], log: Path) -> tree_sampler.Result:
+        ticks = cpu_ticks()
         with log.open("w") as out:
             r = tree_sampler.measure(cmd, cwd=a.suite, env={**env, **extra}, stdout=out, stderr=out,
                                      timeout=a.timeout)
-        print(f"  {name:16} {r.wall_s:8.1f} s {r.peak_rss_mb:8.0f} MiB {r.cpu_s or 0.0:8.1f} s CPU  exit {r.exit_code}",
-              flush=True)
+        # the host's share of the CPU time wanted meanwhile: a run it took 10% from is 10% slower
+        steal = steal_share(ticks, cpu_ticks())
+        print(f"  {name:16} {r.wall_s:8.1f} s {r.peak_rss_mb:8.0f} MiB {r.cpu_s or 0.0:8.1f} s CPU  exit {r.exit_code}"
+              + ("" if steal is None else f"  steal {steal:.1%}"), flush=True)
         if r.exit_code != 0:
             print(f"bench_suite.py: {name} exited {r.exit_code}; see {log}", file=sys.stderr)
             raise SystemExit(2)
