@@ -2,7 +2,7 @@
 
 On a shared cloud machine the hypervisor runs other tenants on the same physical CPUs;
 the time this machine's CPUs wanted to run but did not is counted as steal. It moved
-from 3% to 15% from minute to minute on the machines suitefit is developed on, and
+from 1% to 15% (over runs and 10 s windows) from minute to minute on the machines suitefit is developed on, and
 every time measured in such a stretch (a file's, a run's) is that much slower than the
 machine's own: a prediction that missed by 12% in a run the host took 15% from did
 not miss for the suite's sake. The share is measured over the run (``proctree.cpu_ticks``

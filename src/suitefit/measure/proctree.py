@@ -260,7 +260,7 @@ def cpu_ticks() -> tuple[int, int] | None:
 
     busy: user + nice + system + irq + softirq (guest time is inside user); stolen: steal,
     the time this machine's CPUs wanted to run while the hypervisor ran someone else. A
-    shared cloud host takes 3-15% here from minute to minute: every time measured during
+    shared cloud host took 1-15% here from minute to minute: every time measured during
     such a stretch is that much slower than the machine's own. None without /proc/stat
     (or a kernel that does not count steal).
     """
