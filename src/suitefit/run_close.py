@@ -20,7 +20,7 @@ from suitefit.errors import SuitefitError
 from suitefit.exits import EXIT_FAILED, EXIT_OK, explain_exit
 from suitefit.history import History
 from suitefit.model import Plan
-from suitefit.steal import steal_words
+from suitefit.steal import notable
 from suitefit.units import fmt_mb, fmt_s
 
 
@@ -102,7 +102,7 @@ class RunClose:
         else:
             basis = "" if m is None or m.complete else f"; {m.words()}"
             stolen = run.meta_dict.get("host_steal")
-            if steal_words(stolen):
+            if notable(stolen):
                 basis += f"; the host took {stolen:.0%} of the CPU time (steal)"
             write(f"suitefit: run {self.run_id}: command {command} from `suitefit run` to now "
                   f"(predicted {fmt_s(p.predicted_wall_s)}), session {session}, "

@@ -16,9 +16,14 @@ from typing import Any
 NOTABLE = 0.05  # below this share of stolen CPU time a run's times are taken as the machine's own
 
 
+def notable(share: Any) -> bool:
+    """Whether a run's recorded ``host_steal`` is a share large enough to change its times."""
+    return isinstance(share, (int, float)) and share >= NOTABLE
+
+
 def steal_words(share: Any) -> str | None:
     """What the host took from a run, when it took enough to change its times; else None."""
-    if not isinstance(share, (int, float)) or share < NOTABLE:
+    if not notable(share):
         return None
     return (f"the host took {share:.0%} of this machine's CPU time during the run (steal: its hypervisor "
             f"ran something else while the run wanted the CPUs): times measured here are that much slower "

@@ -262,10 +262,10 @@ def _plan_one(costs: CostModel, budget: Budget, rules: GroupingRules,
 
     def lower_bound(w: int) -> float:
         # no schedule beats the startup plus the larger of an even share and the longest
-        # file (as its chunks, when it has tests enough to split)
+        # file (as its chunks, when it has tests enough to split), nor the controller's floor
+        # (which evaluate's wall never goes below)
         longest = max((fc.wall_s / max(1, min(fc.tests, w)) for fc in fcs.values()), default=0.0)
-        return max(startup_for(w) + max(file_work / w, longest) * slow_for(w),
-                   startup_for(w) + (per_test or 0.0) * n_tests * (w >= 2))
+        return max(startup_for(w) + max(file_work / w, longest) * slow_for(w), controller_floor(w))
 
     chosen, wreasons, _ = choose_workers(evaluate, outer, worker, n_units_max, lower_bound)
     apart = _keep_hogs_apart(chosen, evaluate, worker.baseline_mb,

@@ -26,7 +26,7 @@ from suitefit.report.queries import (
     file_deltas,
     text_of,
 )
-from suitefit.steal import NOTABLE
+from suitefit.steal import notable
 from suitefit.summary import SHOWN_FAILURES
 from suitefit.units import fmt_mb, fmt_s
 
@@ -138,7 +138,7 @@ def _steal(share: Any) -> str:
     if not isinstance(share, (int, float)):
         return "not measured"
     return f"{share:.1%} of the CPU time the run wanted" + (
-        ": its times are that much slower than the machine's own" if share >= NOTABLE else "")
+        ": its times are that much slower than the machine's own" if notable(share) else "")
 
 
 def _summary(v: RunView) -> str:
