@@ -11,6 +11,7 @@ from suitefit.errors import SuitefitError
 from suitefit.model import Budget, CostModel, FileCost, FixtureCost, Plan, WorkerCost
 from suitefit.plan import make_plan, simulate
 from suitefit.plan.grouping import best_parts
+from suitefit.plan.planner import slowdown_for
 
 POOL = FixtureCost("pool", "session", setup_s=3.0, procs=4, mb=400.0)
 
@@ -250,3 +251,38 @@ def test_a_plan_says_when_it_assumes_no_contention_between_workers() -> None:
     assert measured.predicted_wall_s > first.predicted_wall_s
     assert not any(r.startswith("contention:") for r in measured.reasons)
     assert not any(r.startswith("contention:") for r in make_plan(_costs(_files(2, wall=0.1)), Budget(8000, 2)).reasons)
+
+
+@pytest.mark.parametrize(("measured", "w", "cpus", "expected"), [
+    ({2: 1.48}, 2, 16, 1.48),  # measured: as measured
+    ({2: 1.48}, 1, 16, 1.0),  # alone
+    ({2: 1.48}, 16, 16, 1.48),  # more busy CPUs than measured: held, not grown per CPU
+    ({2: 1.48}, 32, 16, 2 * 1.48),  # two workers a CPU: each also waits its turn
+    ({4: 1.6}, 2, 16, 1.2),  # between alone and the measured count: per busy CPU
+    ({4: 1.6}, 3, 16, 1.4),
+    ({2: 1.2, 4: 1.5}, 3, 16, 1.35),
+    ({2: 1.2, 4: 1.5}, 12, 16, 1.5),
+    ({}, 4, 2, 2.0),  # nothing measured: the CPUs' sharing only
+    ({4: 1.6}, 2, 2, 1.0),  # a count above the CPUs says nothing of the CPUs' own contention
+])
+def test_a_measured_slowdown_is_held_beyond_the_busy_cpus_it_was_measured_on(
+        measured: dict[int, float], w: int, cpus: int, expected: float) -> None:
+    assert slowdown_for(w, cpus, measured) == pytest.approx(expected)
+
+
+def test_a_16_cpu_plan_from_a_2_cpu_history_holds_its_contention_and_says_so() -> None:
+    # pandas' shape again, with the 1.48x its files measured at 2 workers on this machine.
+    # Grown per busy CPU, that was 8.2x a file at 16 CPUs, 16 workers slower than 4 and a
+    # plan stopping at 4; held, 16 workers run the 282 s of files in 282 * 1.48 / 16 s.
+    files = [replace(f, tests=277) for f in _files(151, wall=282 / 151)]
+    costs = replace(_costs(files), slowdown={2: 1.48})
+    sixteen = make_plan(costs, Budget(64000, 16))
+    assert sixteen.workers == 16
+    # the controller's start, then a worker's (slowed as much), then a lane of 10 files
+    assert sixteen.predicted_wall_s == pytest.approx(1.0 + 1.48 + 10 * 282 / 151 * 1.48, rel=1e-6)
+    line = next(r for r in sixteen.reasons if r.startswith("contention: measured up to 2 busy workers"))
+    assert "x1.48" in line and "16 busy CPUs" in line
+    # where it was measured, nothing is held and nothing said
+    two = make_plan(costs, Budget(64000, 2))
+    assert two.predicted_wall_s == pytest.approx(1.0 + 1.48 + 76 * 282 / 151 * 1.48, rel=1e-6)
+    assert not any(r.startswith("contention:") for r in two.reasons)
