@@ -415,6 +415,7 @@ from suitefit.measure.journal import Journal
 from suitefit.model import Budget, Plan, Unit
 from suitefit.xdist_sched import SuitefitScheduling
 from xdist.scheduler.load import LoadScheduling
+from xdist.scheduler.loadfile import LoadFileScheduling
 
 n_files, per_file, which = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 files = [f"tests/test_f{j:05d}.py" for j in range(n_files)]
@@ -425,8 +426,9 @@ class Node:  # what a scheduler uses of xdist's WorkerController
     def __init__(self, name):
         self.gateway = SimpleNamespace(id=name, _io=SimpleNamespace(popen=SimpleNamespace(pid=os.getpid())))
         self.shutting_down = False
+        self.queue = []  # what the worker was sent and has not run yet
 
-    def send_runtest_some(self, indices): pass
+    def send_runtest_some(self, indices): self.queue.extend(indices)
     def send_runtest_all(self): pass
     def shutdown(self): self.shutting_down = True
     def send_steal(self, indices): pass
@@ -437,6 +439,12 @@ class Config:
     def getoption(self, name, default=None):
         return {"tx": ["popen", "popen"], "maxschedchunk": None, "dist": "load", "numprocesses": 2}.get(name, default)
     getvalue = getoption
+    option = SimpleNamespace(loadscopereorder=True)
+
+
+class Quiet:  # xdist's log producer, silent
+    def __getattr__(self, name):
+        return lambda *a: None
 
 
 def replay(sched):
@@ -453,9 +461,9 @@ def replay(sched):
     while True:
         moved = False
         for node in nodes:
-            p = sched.node2pending[node]
+            p = node.queue
             if p and (len(p) >= 2 or node.shutting_down):
-                sched.mark_test_complete(node, p[0], 0.001)
+                sched.mark_test_complete(node, p.pop(0), 0.001)
                 done += 1
                 moved = True
             sched.tests_finished, sched.has_pending
@@ -466,7 +474,9 @@ def replay(sched):
 
 
 if which == "xdist":
-    us = replay(LoadScheduling(Config(), log=SimpleNamespace(loadsched=lambda *a: None)))
+    us = replay(LoadScheduling(Config(), log=Quiet()))
+elif which == "loadfile":
+    us = replay(LoadFileScheduling(Config(), log=Quiet()))
 else:
     plan = Plan(workers=2, units=tuple(Unit(f, (f,), 0.2 + (j % 7) * 0.1, 20.0 + j % 5) for j, f in enumerate(files)),
                 budget=Budget(memory_mb=20000, cpus=2), predicted_wall_s=1.0, predicted_peak_mb=0.0,
@@ -481,7 +491,9 @@ print(json.dumps({"us": us}))
 def part_sched(py: str, tmp: Path, reps: int, tests: int) -> dict[str, Any]:
     """The controller's scheduler per test, replayed without processes (fake xdist nodes, a
     plan of one unit per file, a real journal): suitefit's adapter and core against xdist's
-    own LoadScheduling, CPU of the replay loop (xdist's calls per event included)."""
+    own LoadScheduling and LoadFileScheduling, CPU of the replay loop (xdist's calls per event
+    included). loadfile grows with the tests a worker was ever given (pytest-xdist issue 279:
+    each completion counts every test assigned to its worker so far)."""
     per_file = 165
     n_files = max(1, tests // per_file)
 
@@ -490,12 +502,13 @@ def part_sched(py: str, tmp: Path, reps: int, tests: int) -> dict[str, Any]:
         return float(json.loads(out.strip().splitlines()[-1])["us"])
 
     once("suitefit")  # discarded
-    got: dict[str, list[float]] = {"xdist": [], "suitefit": []}
+    got: dict[str, list[float]] = {"xdist": [], "suitefit": [], "loadfile": []}
     for i in range(reps):
-        for which in (("xdist", "suitefit") if i % 2 == 0 else ("suitefit", "xdist")):
+        for which in (("xdist", "suitefit", "loadfile") if i % 2 == 0 else ("loadfile", "suitefit", "xdist")):
             got[which].append(once(which))
     return {"tests": n_files * per_file, "xdist_us": statistics.median(got["xdist"]),
-            "suitefit_us": statistics.median(got["suitefit"]), "raw": got}
+            "suitefit_us": statistics.median(got["suitefit"]),
+            "loadfile_us": statistics.median(got["loadfile"]), "raw": got}
 
 
 def part_suite(py: str, tmp: Path, reps: int, suite: Path) -> dict[str, Any]:
@@ -593,7 +606,8 @@ def report(out: dict[str, Any]) -> None:
     if "sched" in out:
         d = out["sched"]
         print(f"controller's scheduler per test (replayed, no processes; {d['tests']} tests, files of 165): "
-              f"suitefit's adapter and core {d['suitefit_us']:.1f} µs, xdist's LoadScheduling {d['xdist_us']:.1f} µs")
+              f"suitefit's adapter and core {d['suitefit_us']:.1f} µs, xdist's LoadScheduling {d['xdist_us']:.1f} µs, "
+              f"LoadFileScheduling {d['loadfile_us']:.1f} µs")
     if "suite" in out:
         d = out["suite"]
         print(f"suite {d['suite']} (this process's CPU, suitefit - plain; plain's own {d['plain_cpu_s']:.2f} s): "

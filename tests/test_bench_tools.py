@@ -149,7 +149,7 @@ PARTS_PATH = Path(__file__).resolve().parent.parent / "benchmarks" / "bench_over
 
 def test_parts_sched_replays_both_schedulers_over_every_test(tmp_path: Path) -> None:
     # The controller's scheduler part: suitefit's xdist adapter and core, and xdist's own
-    # LoadScheduling, each driven through a whole run of fake workers (the driver asserts
+    # LoadScheduling and LoadFileScheduling, each driven through a whole run of fake workers (the driver asserts
     # that every test was completed once).
     out = tmp_path / "parts.json"
     res = subprocess.run([sys.executable, str(PARTS_PATH), "--parts", "sched", "--reps", "1",
@@ -157,7 +157,7 @@ def test_parts_sched_replays_both_schedulers_over_every_test(tmp_path: Path) -> 
     assert res.returncode == 0, res.stdout + res.stderr
     d = json.loads(out.read_text())["sched"]
     assert d["tests"] == 1650
-    assert 0 < d["suitefit_us"] < 1000 and 0 < d["xdist_us"] < 1000
+    assert 0 < d["suitefit_us"] < 1000 and 0 < d["xdist_us"] < 1000 and d["loadfile_us"] > 0
     assert "controller's scheduler per test" in res.stdout
 
 
