@@ -73,7 +73,7 @@ def slowdown_for(w: int, cpus: int, measured: Mapping[int, float]) -> float:
     and neither grows with more CPUs. Grown linearly, pandas' 1.48x at 2 workers became
     8.2x a file at 16 (16 workers predicted slower than 4) and the 50k suite's 2.02x became
     16.4x. What more busy CPUs than were measured cost (memory bandwidth) is not known
-    here: the plan says when it holds a figure (``extrapolated_slowdown``).
+    here: the plan says when it holds a figure (``slowdown_held_from``).
     """
     share = max(1.0, w / cpus)
     if w in measured:
@@ -92,7 +92,7 @@ def slowdown_for(w: int, cpus: int, measured: Mapping[int, float]) -> float:
     return lo_f * share
 
 
-def extrapolated_slowdown(w: int, cpus: int, measured: Mapping[int, float]) -> int | None:
+def slowdown_held_from(w: int, cpus: int, measured: Mapping[int, float]) -> int | None:
     """The largest measured count whose slowdown ``slowdown_for`` holds for ``w`` workers
     (more busy CPUs than any run measured), else None."""
     known = [n for n in measured if 2 <= n <= cpus]
@@ -317,7 +317,7 @@ def _plan_one(costs: CostModel, budget: Budget, rules: GroupingRules,
         reasons.append(f"contention: no run with workers measured yet, so {chosen.workers} busy workers are "
                        f"assumed to run each file as fast as a serial run did; the first run with workers "
                        f"measures how much slower they are on this machine and the next plans use it")
-    held = extrapolated_slowdown(chosen.workers, budget.cpus, costs.slowdown)
+    held = slowdown_held_from(chosen.workers, budget.cpus, costs.slowdown)
     if held is not None:
         reasons.append(f"contention: measured up to {held} busy workers (each file x{costs.slowdown[held]:.2f} "
                        f"against a serial run); {min(chosen.workers, budget.cpus)} busy CPUs are assumed "
