@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from suitefit.model import Budget, FixtureCost, Plan, Unit
-from suitefit.plan.core import Core, Release, Send, Shutdown, Wait, chunk_of
+from suitefit.plan.core import Core, Decision, Release, Send, Shutdown, Wait, chunk_of
 from suitefit.plan.simulate import simulate
 from suitefit.xdist_sched import SuitefitScheduling
 
@@ -333,6 +333,38 @@ def test_at_the_end_a_hog_waits_under_the_ceiling_while_another_runs() -> None:
     # a ceiling no unit fits under alone: nothing to wait for, the hogs go as they come
     low = simulate(_plan(units, spread_mb=500.0), startup_s=0, baseline_mb=50, budget_mb=None, slow=1.0)
     assert low.wall_s == pytest.approx(free.wall_s)
+
+
+def test_memory_the_prediction_does_not_know_never_stalls_a_worker_under_the_soft_ceiling() -> None:
+    """The 50k suite's run 9: xdist's controller grew with 50,000 tests' reports, the live tree
+    read 1-86 MiB over the prediction, and the ceiling (the plan's predicted peak) made one
+    worker wait 64 s of a 105 s run with nothing but small files left. Such memory counts
+    against the budget, not against the ceiling the planner chose on its prediction."""
+    hog = Unit("t/test_hog.py", ("t/test_hog.py",), 5.0, 200.0, last_s=0.1)
+    smalls = [Unit(f"t/test_s{i}.py", (f"t/test_s{i}.py",), 0.5, 2.0, last_s=0.01) for i in range(6)]
+    ceiling = 200.0 + 2 * 200.0 + 200.0 + 2.0 + 5.0  # controller, two baselines, the hog, a small one
+
+    def second_small(budget: float | None) -> Decision:
+        core = Core([hog, *smalls], [], budget_mb=budget, baseline_mb=200.0, fixed_mb=200.0, spread_mb=ceiling)
+        for w in ("gw0", "gw1"):
+            core.worker_up(w)
+        (first,) = core.want("gw0", 0.0)
+        assert isinstance(first, Send) and first.unit is hog
+        core.started("gw0", hog.name, 0.0)
+        (small,) = core.want("gw1", 0.0)
+        assert isinstance(small, Send)
+        core.started("gw1", small.unit.name, 0.0)
+        # the workers as predicted, the controller 150 MiB over its 200
+        core.sample(950.0 + 2.0, {"gw0": 400.0, "gw1": 202.0})
+        core.done("gw1", small.unit.name, 0.5)
+        (nxt,) = core.want("gw1", 0.5)
+        return nxt
+
+    assert isinstance(second_small(None), Send)  # before: Wait, "keeps hogs apart"
+    assert isinstance(second_small(10_000.0), Send)
+    # the budget still counts it: 200 + 400 + 200 + 2 predicted + 150 live is over 900
+    held = second_small(900.0)
+    assert isinstance(held, Wait) and not held.reason.startswith("keeps hogs apart")
 
 
 def test_the_planner_keeps_hogs_apart_only_when_it_costs_no_wall() -> None:
