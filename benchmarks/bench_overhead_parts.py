@@ -26,8 +26,8 @@ disturbs far less than wall time:
 ``sched``    the xdist controller's scheduler per test, replayed in one process without
              workers (fake nodes; a plan of one unit per file of 165 tests; a real journal):
              suitefit's adapter and core (``xdist_sched.py``, ``plan/core.py``) against
-             xdist's own ``LoadScheduling``, CPU of the loop, xdist's per-event
-             ``tests_finished``/``has_pending`` included.
+             xdist's own ``LoadScheduling`` and ``LoadFileScheduling``, CPU of the loop,
+             xdist's per-event ``tests_finished``/``has_pending`` included.
 
 Each figure is the median of ``--reps`` runs (pairs alternate who goes first), after
 one discarded run of each.
