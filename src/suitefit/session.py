@@ -311,17 +311,15 @@ class RunSide:
         # 75 -> 435 MiB over 50,000 tests, as much without suitefit): its own peak, for the
         # next plans' fixed memory
         controller_mb = controller_cpu_s = None
-        if self.distributed:
-            from suitefit.measure.proctree import hwm_mb
+        from suitefit.measure.proctree import cpu_ticks, hwm_mb, steal_share
 
+        if self.distributed:
             controller_mb = hwm_mb()
             # xdist's controller takes in every test's reports on one interpreter (its execnet
             # threads and the main loop share one GIL): its CPU a test bounds how fast any
             # number of workers can run the suite (costs.controller_per_test)
             t = timing.times()
             controller_cpu_s = t[0] + t[1] - self.own_cpu0
-        from suitefit.measure.proctree import cpu_ticks, steal_share
-
         steal = steal_share(self.ticks0, cpu_ticks())
         h.merge_run_meta(self.run_id, sampler_cpu_s=peaks.cpu_s, sampler_rss_mb=peaks.rss_mb,
                          samples=peaks.samples, outcomes=outcomes,

@@ -566,10 +566,11 @@ class Core:
                     return s, (f"holds a test for ~{fmt_s(mine - now)} more and another worker "
                                f"is free sooner: the last unit in order, not the longest"), False, w, False
         if budget is None:
-            return (*self._apart(w, head, "no memory budget"), False, w, False)
+            return (*self._apart(w, head, self._fits(w, head)[1], "no memory budget"), False, w, False)
         ok, total = self._fits(w, head)
         if ok and not self._shuts_out_a_hog(head, w):
-            return (*self._apart(w, head, f"fits: tree {fmt_mb(total)} of {fmt_mb(budget)}"), False, w, False)
+            return (*self._apart(w, head, total, f"fits: tree {fmt_mb(total)} of {fmt_mb(budget)}"),
+                    False, w, False)
         blocked = self._blocked if (self._blocked and not self._blocked.taken) else None
         if not ok and others and self._ever_fits(head) and blocked is not head:
             self._blocked = blocked = head
@@ -625,14 +626,15 @@ class Core:
         return best, (f"runs alone on {o.name}: it takes the tree to {fmt_mb(total)}, over "
                       f"the {fmt_mb(budget)} budget, even with nothing else running"), True, o, False
 
-    def _predicted(self, w: _Worker, slot: _Slot) -> float:
-        """The tree the prediction alone puts there with ``slot`` queued on ``w`` (no live excess)."""
-        return self._fits(w, slot)[1] - self._excess
+    def _over_ceiling(self, total: float) -> bool:
+        """Does a tree of ``total`` (as ``_fits`` reckons it, live excess included) go over the
+        soft ceiling? Only its predicted part counts (``_apart`` says why)."""
+        return self.spread_mb is not None and total - self._excess > self.spread_mb + 1e-6
 
-    def _apart(self, w: _Worker, head: _Slot, reason: str) -> tuple[_Slot | None, str]:
-        """``head``, unless it takes the predicted tree over the soft ceiling. Then a later
-        unit in order that does not goes first (``head`` stays first in line for the next
-        ask); when none does, this worker waits (``None``) while another runs a unit whose end
+    def _apart(self, w: _Worker, head: _Slot, total: float, reason: str) -> tuple[_Slot | None, str]:
+        """``head`` (``total``: its tree as ``_fits`` reckons it), unless it takes the predicted
+        tree over the soft ceiling. Then a later unit in order that does not goes first
+        (``head`` stays first in line for the next ask); when none does, this worker waits (``None``) while another runs a unit whose end
         can make room for ``head`` under the ceiling: at the end only hogs are left. The plan
         keeps a ceiling only when its prediction, waits included, costs no wall.
 
@@ -641,11 +643,9 @@ class Core:
         order removes (the 50,000-test suite's workers growing from 205 MiB to 327 MiB beside
         their files, beyond what the files' kept memory predicts) kept one worker waiting 64 s
         of a 105 s run for room that never came."""
-        if self.spread_mb is None:
+        if self.spread_mb is None or not self._over_ceiling(total):
             return head, reason
-        total = self._predicted(w, head)
-        if total <= self.spread_mb + 1e-6:
-            return head, reason
+        total -= self._excess  # what the messages say: the prediction's tree
         ceiling = self.spread_mb + 1e-6  # (sums in another order differ in the last bits)
         # a unit adds at least its own memory over what the tree holds without this worker's queue
         limit = ceiling - (self._total - w.peak)
@@ -659,11 +659,10 @@ class Core:
             if s is head:
                 continue
             ok, t = self._fits(w, s)
-            t -= self._excess
-            if ok and t <= ceiling and not self._shuts_out_a_hog(s, w):
+            if ok and not self._over_ceiling(t) and not self._shuts_out_a_hog(s, w):
                 return s, (f"keeps hogs apart: {head.unit.name} would take the predicted tree to {fmt_mb(total)} "
                            f"now, over the {fmt_mb(ceiling)} this plan keeps under; this one first "
-                           f"(tree {fmt_mb(t)})")
+                           f"(tree {fmt_mb(t - self._excess)})")
         # waiting ends: a running unit ends (and each end asks again), or none runs and it goes
         if self._executing(w) and self._floor() + self._pinned_mb(head.fx) + head.unit.peak_mb <= ceiling:
             return None, (f"keeps hogs apart: {head.unit.name} would take the predicted tree to {fmt_mb(total)} now, "
@@ -676,8 +675,7 @@ class Core:
             if s.taken:
                 continue
             ok, total = self._fits(w, s)
-            if ok and not self._shuts_out_a_hog(s, w) and (
-                    self.spread_mb is None or total - self._excess <= self.spread_mb + 1e-6):
+            if ok and not self._shuts_out_a_hog(s, w) and not self._over_ceiling(total):
                 return s
             return None  # only the very last: anything earlier is longer, not what is wanted
         return None

@@ -80,25 +80,31 @@ def slowdown_for(w: int, cpus: int, measured: Mapping[int, float]) -> float:
         return measured[w]
     if w <= 1:
         return 1.0
-    points = sorted((n, measured[n]) for n in measured if 2 <= n <= cpus)
+    points = _cpu_counts(measured, cpus)
     if not points:
         return share
     busy = min(w, cpus)
     lo_n, lo_f = 1, 1.0
-    for n, f in points:
+    for n in points:
+        f = measured[n]
         if busy <= n:
             return (lo_f + (f - lo_f) * (busy - lo_n) / (n - lo_n)) * share
         lo_n, lo_f = n, f
     return lo_f * share
 
 
+def _cpu_counts(measured: Mapping[int, float], cpus: int) -> list[int]:
+    """The measured worker counts that say how busy CPUs slow each other: 2 up to one a CPU."""
+    return sorted(n for n in measured if 2 <= n <= cpus)
+
+
 def slowdown_held_from(w: int, cpus: int, measured: Mapping[int, float]) -> int | None:
     """The largest measured count whose slowdown ``slowdown_for`` holds for ``w`` workers
     (more busy CPUs than any run measured), else None."""
-    known = [n for n in measured if 2 <= n <= cpus]
-    if w in measured or not known or min(w, cpus) <= max(known):
+    known = _cpu_counts(measured, cpus)
+    if w in measured or not known or min(w, cpus) <= known[-1]:
         return None
-    return max(known)
+    return known[-1]
 
 
 def releasable_fixtures(fixtures: Sequence[FixtureCost], rules: GroupingRules,
