@@ -283,6 +283,8 @@ def _parse(key: Key, value: Any, where: str) -> Any:
 
 @dataclass(frozen=True)
 class Config:
+    """``[tool.suitefit]`` as read, every key checked and defaulted."""
+
     root: Path  # folder holding pyproject.toml (or cwd when there is none)
     pyproject: Path | None
     raw: Mapping[str, Any] = field(default_factory=dict)  # as written, already checked

@@ -35,6 +35,8 @@ def meta_of(text: str | None) -> dict[str, Any]:
 
 @dataclass
 class RunRecord:
+    """One row of ``runs``: a measured pytest session, its outcome and what it peaked at."""
+
     id: int
     kind: str  # "pytest" (plain --suitefit), "profile", "run", "sweep", "shard", ...
     status: str  # running, passed, failed, interrupted, no-tests, collect-error, crashed, error
@@ -76,6 +78,8 @@ class RunRecord:
 
 @dataclass
 class WorkerRecord:
+    """One process that ran tests in a run: when it could start testing and its memory."""
+
     run_id: int
     worker: str  # "gw0".. under xdist, "main" without
     pid: int | None
@@ -92,6 +96,8 @@ class WorkerRecord:
 
 @dataclass
 class TestRecord:
+    """One test's phases as its worker timed them, in the order it ran there."""
+
     run_id: int
     nodeid: str
     file: str
@@ -109,6 +115,8 @@ class TestRecord:
 
 @dataclass
 class FileRecord:
+    """One file on one worker: its time and the tree memory it added (the planner's unit cost)."""
+
     run_id: int
     path: str
     worker: str
@@ -124,6 +132,8 @@ class FileRecord:
 
 @dataclass
 class FixtureRecord:
+    """A session- or package-scoped fixture on one worker: its set-up cost and what it keeps."""
+
     run_id: int
     worker: str
     name: str
@@ -138,6 +148,8 @@ class FixtureRecord:
 
 @dataclass
 class SampleRecord:
+    """One sample of the run's whole tree, for the report's timeline."""
+
     run_id: int
     t: float  # seconds since the run started
     rss_mb: float
@@ -147,6 +159,8 @@ class SampleRecord:
 
 @dataclass
 class EventRecord:
+    """Something that happened in a run (a decision, a crash, a heartbeat), with its details as JSON."""
+
     id: int | None
     run_id: int
     t: float  # epoch seconds

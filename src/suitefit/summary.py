@@ -14,6 +14,8 @@ from suitefit.rules import DEFAULT_RULES
 
 @dataclass(frozen=True)
 class FileSummary:
+    """A file's row in the end-of-run summary."""
+
     path: str
     wall_s: float
     cpu_s: float
@@ -24,6 +26,8 @@ class FileSummary:
 
 @dataclass(frozen=True)
 class FixtureSummary:
+    """A fixture's row in the end-of-run summary."""
+
     name: str
     scope: str
     setup_s: float  # median over the workers that set it up

@@ -57,6 +57,8 @@ def become_subreaper() -> bool:
 
 @dataclass(frozen=True)
 class Leftover:
+    """A process a run left behind, as found when the run ended."""
+
     pid: int
     cmdline: str
     created: float  # epoch

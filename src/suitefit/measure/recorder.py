@@ -119,12 +119,16 @@ def outcome_of(outcome: str, report: pytest.TestReport) -> str:
 
 @dataclass
 class _FixtureState:
+    """What a worker has seen of one fixture so far."""
+
     rec: FixtureRecord
     teardown_started: float | None = None
 
 
 @dataclass(eq=False)
 class WorkerRecorder:
+    """The in-process half of measuring: per-test timing and per-file marks, on pytest's own hooks."""
+
     history: History
     run_id: int
     worker: str

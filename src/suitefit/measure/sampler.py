@@ -64,6 +64,8 @@ def watcher_argv(cfg: Mapping[str, Any], main: str = WATCHER_MAIN) -> list[str]:
 
 @dataclass(frozen=True)
 class Sample:
+    """One reading of the run's tree, as the sampler process streamed it."""
+
     t: float  # monotonic
     wall: float  # epoch
     rss_mb: float  # summed RSS of the tree
