@@ -83,7 +83,7 @@ class RunControl:
         self.say(line)
         self.history.add_event(self.run_id, timing.wall(), "heartbeat", level=level, tree_mb=tree_mb,
                                budget_mb=self.budget_mb,
-                               inflight=[x.__dict__ for x in self.journal.snapshot()])
+                               inflight=[x.as_dict() for x in self.journal.snapshot()])
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:

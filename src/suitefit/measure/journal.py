@@ -13,32 +13,53 @@ from __future__ import annotations
 import json
 import os
 import threading
-from collections.abc import Callable
-from dataclasses import asdict, dataclass
-from pathlib import Path
 
 from suitefit import timing
-from suitefit.measure.sampler import Sample
 from suitefit.units import fmt_mb
+
+# The sampler process keeps the journal of a one-process `suitefit run` (``watcher.py``), and
+# what this module imports is CPU every such run pays there: no dataclasses (which imports
+# inspect), pathlib or the session's sampler module (~50 ms of a 1-test run's CPU on the
+# 2-CPU machine; tests/test_overhead_imports.py keeps it so).
+TYPE_CHECKING = False  # typing's, without importing typing
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from suitefit.measure.sampler import Sample
 
 LEVELS = (0.70, 0.85, 0.95)
 REARM = 0.05  # a level fires again only after memory fell this far below it
 
 
-@dataclass
 class InFlight:
-    worker: str
-    nodeid: str
-    since: float  # epoch
-    mb: float | None  # the worker's tree RSS when last seen
+    """A test a worker runs now, since when, and its worker's tree memory when last seen."""
+
+    __slots__ = ("mb", "nodeid", "since", "worker")
+
+    def __init__(self, worker: str, nodeid: str, since: float, mb: float | None) -> None:
+        self.worker = worker
+        self.nodeid = nodeid
+        self.since = since  # epoch
+        self.mb = mb  # the worker's tree RSS when last seen
+
+    def as_dict(self) -> dict[str, object]:
+        return {"worker": self.worker, "nodeid": self.nodeid, "since": self.since, "mb": self.mb}
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, InFlight) and self.as_dict() == other.as_dict()
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, as the dataclass it was
+
+    def __repr__(self) -> str:
+        return f"InFlight({self.worker!r}, {self.nodeid!r}, {self.since!r}, {self.mb!r})"
 
 
 class Journal:
     """Each worker's current test; written to ``path`` at most every ``min_interval`` s."""
 
-    def __init__(self, path: Path, run_id: int, min_interval: float = 0.25,
+    def __init__(self, path: str | os.PathLike[str], run_id: int, min_interval: float = 0.25,
                  at_once_from_mb: float = 0.0) -> None:
-        self.path = path
+        self.path = os.fspath(path)
         self.run_id = run_id
         self.min_interval = min_interval
         # a test's start is written at once while the tree holds at least this much (0:
@@ -80,7 +101,8 @@ class Journal:
 
     def snapshot(self) -> list[InFlight]:
         with self._lock:
-            return sorted((InFlight(**asdict(x)) for x in self._inflight.values()), key=lambda x: x.worker)
+            return sorted((InFlight(x.worker, x.nodeid, x.since, x.mb) for x in self._inflight.values()),
+                          key=lambda x: x.worker)
 
     def maybe_write(self, force: bool = False) -> None:
         now = timing.monotonic()
@@ -88,7 +110,7 @@ class Journal:
             return
         with self._lock:  # one writer at a time: the sampler thread writes too
             data = {"run_id": self.run_id, "written": timing.wall(), "tree_mb": self.tree_mb,
-                    "inflight": [asdict(x) for x in self._inflight.values()]}
+                    "inflight": [x.as_dict() for x in self._inflight.values()]}
             self._dirty = False
             self._last_write = now
             # One pwrite into the open file, not a temp file renamed over it: the rename cost
@@ -99,7 +121,7 @@ class Journal:
             text = json.dumps(data).encode()
             try:
                 if self._fd is None:
-                    self.path.parent.mkdir(parents=True, exist_ok=True)
+                    os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
                     self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
                 os.pwrite(self._fd, text.ljust(self._size), 0)
                 self._size = max(self._size, len(text))
@@ -113,19 +135,22 @@ class Journal:
                 self._fd = None
 
 
-@dataclass(frozen=True)
 class JournalFile:
     """What a journal file held when its run ended: the record a killed run leaves."""
 
-    written: float | None  # epoch
-    tree_mb: float | None
-    inflight: list[InFlight]
+    __slots__ = ("inflight", "tree_mb", "written")
+
+    def __init__(self, written: float | None, tree_mb: float | None, inflight: list[InFlight]) -> None:
+        self.written = written  # epoch
+        self.tree_mb = tree_mb
+        self.inflight = inflight
 
 
-def read_journal(path: Path) -> JournalFile | None:
+def read_journal(path: str | os.PathLike[str]) -> JournalFile | None:
     """The journal at ``path``; None when it is missing or not a journal (nothing to name)."""
     try:
-        data = json.loads(path.read_text())
+        with open(path, encoding="utf-8") as f:
+            data = json.loads(f.read())
         items = [InFlight(str(x["worker"]), str(x["nodeid"]), float(x["since"]),
                           None if x.get("mb") is None else float(x["mb"])) for x in data["inflight"]]
         written = data.get("written")
@@ -157,13 +182,17 @@ class Heartbeat:
         self._armed = {lv: True for lv in levels}
 
     def __call__(self, s: Sample) -> None:
-        frac = s.rss_mb / self.budget_mb
+        self.observe(s.rss_mb)
+
+    def observe(self, rss_mb: float) -> None:
+        """The tree's summed RSS now (the sampler process calls this without a ``Sample``)."""
+        frac = rss_mb / self.budget_mb
         for lv in self.levels:
             if self._armed[lv] and frac >= lv:
                 self._armed[lv] = False
-                line = (f"suitefit: heartbeat: tree memory {fmt_mb(s.rss_mb)} crossed {lv:.0%} of the "
+                line = (f"suitefit: heartbeat: tree memory {fmt_mb(rss_mb)} crossed {lv:.0%} of the "
                         f"{fmt_mb(self.budget_mb)} budget; in flight: {describe_inflight(self.journal.snapshot())}")
                 self.journal.maybe_write(force=True)
-                self.emit(line, lv, s.rss_mb)
+                self.emit(line, lv, rss_mb)
             elif not self._armed[lv] and frac < lv - REARM:
                 self._armed[lv] = True

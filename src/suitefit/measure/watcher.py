@@ -147,11 +147,9 @@ class Watcher:
 
     def _start_journal(self, path: str, budget_mb: float | None) -> None:
         """One process runs the tests under ``suitefit run``: the journal and heartbeat are ours."""
-        from pathlib import Path
-
         from suitefit.measure.journal import Heartbeat, Journal
 
-        self.journal = Journal(Path(path), self.run_id)
+        self.journal = Journal(path, self.run_id)
         if budget_mb:
             self.heartbeat = Heartbeat(float(budget_mb), self.journal, self._heartbeat_line)
             self.budget_mb = float(budget_mb)
@@ -164,7 +162,7 @@ class Watcher:
             pass
         self.db().add_event(self.run_id, timing.wall(), "heartbeat", level=level, tree_mb=tree_mb,
                             budget_mb=self.budget_mb,
-                            inflight=[x.__dict__ for x in self.journal.snapshot()])
+                            inflight=[x.as_dict() for x in self.journal.snapshot()])
 
     def db(self) -> HistoryDB:
         if self._history is None:
@@ -318,9 +316,7 @@ class Watcher:
         if self.journal is not None:
             self.journal.update_memory(per_worker, total)
         if self.heartbeat is not None:
-            from suitefit.measure.sampler import Sample
-
-            self.heartbeat(Sample(t, wall, total, root_mb, pss, procs, ()))
+            self.heartbeat.observe(total)
 
     def flush(self, *, final: bool = False) -> None:
         rows = [self.files[k] for k in sorted(self.dirty)]
