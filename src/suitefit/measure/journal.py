@@ -19,8 +19,8 @@ from suitefit.units import fmt_mb
 
 # The sampler process keeps the journal of a one-process `suitefit run` (``watcher.py``), and
 # what this module imports is CPU every such run pays there: no dataclasses (which imports
-# inspect), pathlib or the session's sampler module (~50 ms of a 1-test run's CPU on the
-# 2-CPU machine; tests/test_overhead_imports.py keeps it so).
+# inspect), pathlib or the session's sampler module (its CPU on a 1-test run went 77-100 ms
+# -> 43-64 ms on the 2-CPU machine; tests/test_overhead_imports.py keeps it so).
 TYPE_CHECKING = False  # typing's, without importing typing
 if TYPE_CHECKING:
     from collections.abc import Callable
