@@ -45,11 +45,6 @@ class InFlight:
     def as_dict(self) -> dict[str, object]:
         return {"worker": self.worker, "nodeid": self.nodeid, "since": self.since, "mb": self.mb}
 
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, InFlight) and self.as_dict() == other.as_dict()
-
-    __hash__ = None  # type: ignore[assignment]  # mutable, as the dataclass it was
-
     def __repr__(self) -> str:
         return f"InFlight({self.worker!r}, {self.nodeid!r}, {self.since!r}, {self.mb!r})"
 
