@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from suitefit.measure.journal import Journal
+from suitefit.measure.journal import Journal, read_journal
 
 
 def _inflight(path: Path) -> list[str]:
@@ -28,3 +28,26 @@ def test_a_start_is_written_at_once_near_the_budget_and_throttled_below_it(tmp_p
     near.update_memory({"gw0": 650.0}, 720.0)
     near.start("gw0", "t::third")
     assert _inflight(tmp_path / "x.json") == ["t::third"]  # near the budget: at once
+
+
+def test_what_a_journal_file_holds_is_read_back_and_a_bad_one_names_nothing(tmp_path: Path) -> None:
+    # The record a killed run leaves: written into a directory that did not exist yet, a
+    # longer text replaced by a shorter one (padded, still JSON), then read as the next
+    # `suitefit run` or `history` reads it. Missing, empty or foreign files name nothing.
+    path = tmp_path / "deeper" / "inflight-3.json"
+    j = Journal(path, 3)
+    j.start("gw0", "tests/test_a.py::test_long_name_first", since=100.0, mb=None)
+    j.update_memory({"gw0": 321.0}, 400.0)
+    j.start("gw0", "t::b", since=101.0, mb=12.5)
+    j.maybe_write(force=True)
+    got = read_journal(path)
+    assert got is not None and got.tree_mb == 400.0 and got.written is not None
+    assert [(x.worker, x.nodeid, x.since, x.mb) for x in got.inflight] == [("gw0", "t::b", 101.0, 12.5)]
+    assert [x.as_dict() for x in j.snapshot()] == [{"worker": "gw0", "nodeid": "t::b", "since": 101.0, "mb": 12.5}]
+    j.done("gw0")
+    assert read_journal(str(path)).inflight == []  # type: ignore[union-attr]
+    j.close()
+    (tmp_path / "empty.json").write_text("")
+    (tmp_path / "foreign.json").write_text('{"inflight": [{"worker": "gw0"}]}')
+    for bad in ("missing.json", "empty.json", "foreign.json"):
+        assert read_journal(tmp_path / bad) is None, bad
