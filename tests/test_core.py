@@ -336,10 +336,12 @@ def test_at_the_end_a_hog_waits_under_the_ceiling_while_another_runs() -> None:
 
 
 def test_memory_the_prediction_does_not_know_never_stalls_a_worker_under_the_soft_ceiling() -> None:
-    """The 50k suite's run 9: xdist's controller grew with 50,000 tests' reports, the live tree
-    read 1-86 MiB over the prediction, and the ceiling (the plan's predicted peak) made one
-    worker wait 64 s of a 105 s run with nothing but small files left. Such memory counts
-    against the budget, not against the ceiling the planner chose on its prediction."""
+    """The 50k suite's run 9: its workers grew beyond what their files' kept memory predicts
+    (205 to 327 MiB), the live tree read 1-86 MiB over the prediction, and the ceiling (the
+    plan's predicted peak) made one worker wait 64 s of a 105 s run with nothing but small
+    files left. Such memory counts against the budget, not against the ceiling the planner
+    chose on its prediction; where in the tree it shows does not matter to the core (here
+    on the controller)."""
     hog = Unit("t/test_hog.py", ("t/test_hog.py",), 5.0, 200.0, last_s=0.1)
     smalls = [Unit(f"t/test_s{i}.py", (f"t/test_s{i}.py",), 0.5, 2.0, last_s=0.01) for i in range(6)]
     ceiling = 200.0 + 2 * 200.0 + 200.0 + 2.0 + 5.0  # controller, two baselines, the hog, a small one

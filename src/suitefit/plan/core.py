@@ -634,9 +634,10 @@ class Core:
     def _apart(self, w: _Worker, head: _Slot, total: float, reason: str) -> tuple[_Slot | None, str]:
         """``head`` (``total``: its tree as ``_fits`` reckons it), unless it takes the predicted
         tree over the soft ceiling. Then a later unit in order that does not goes first
-        (``head`` stays first in line for the next ask); when none does, this worker waits (``None``) while another runs a unit whose end
-        can make room for ``head`` under the ceiling: at the end only hogs are left. The plan
-        keeps a ceiling only when its prediction, waits included, costs no wall.
+        (``head`` stays first in line for the next ask); when none does, this worker waits
+        (``None``) while another runs a unit whose end can make room for ``head`` under the
+        ceiling: at the end only hogs are left. The plan keeps a ceiling only when its
+        prediction, waits included, costs no wall.
 
         The prediction alone, not what the live tree shows beyond it: the planner chose the
         ceiling on its simulation, which has no such excess. Counted here, an excess that no
