@@ -134,6 +134,48 @@ def test_cli_attaches_to_a_running_pid(tmp_path: Path) -> None:
     assert 70 <= d["peak_rss_mb"] < 70 + 40
 
 
+def test_the_tree_is_scanned_again_only_after_a_process_was_created(
+        ts: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The machine-wide scan is what cost the sampler its CPU; skipping it must not lose a
+    process: a child started between polls is found at the poll after the machine's last
+    PID moved, and at the latest after RESCAN_EVERY polls without that."""
+    counter = {"pid": 1000}
+    monkeypatch.setattr(ts, "last_pid", lambda: counter["pid"])
+    root = subprocess.Popen(["sh", "-c", "read x; exec sleep 30"], stdin=subprocess.PIPE)
+    try:
+        poller = ts._Poller(root.pid, keep_timeline=False)
+        for _ in range(3):
+            poller.poll()
+        assert poller.scans == 1 and poller.last_pids == [root.pid]
+        assert root.stdin is not None
+        root.stdin.write(b"go\n")  # the shell execs sleep: same PID, nothing created
+        root.stdin.close()
+        kid = subprocess.Popen(["sleep", "30"])  # not in the tree: only moves the machine's last PID
+        try:
+            poller.poll()
+            assert poller.scans == 1
+            counter["pid"] = kid.pid
+            poller.poll()
+            assert poller.scans == 2 and poller.last_pids == [root.pid]
+            for _ in range(ts.RESCAN_EVERY):
+                poller.poll()
+            assert poller.scans == 3  # the scan is never older than RESCAN_EVERY polls
+        finally:
+            kid.kill()
+            kid.wait()
+    finally:
+        root.kill()
+        root.wait()
+
+
+def test_a_child_started_after_the_first_poll_is_found(ts: ModuleType, tmp_path: Path) -> None:
+    # the parent sleeps past several polls before it starts the child holding 60 MiB
+    hold = "b = bytearray(60 * 2**20); b[::4096] = b'x' * len(b[::4096]); import time; time.sleep(0.5)"
+    r = ts.measure(["sh", "-c", f"sleep 0.4; {sys.executable} -c \"{hold}\"; exit 0"])
+    assert r.exit_code == 0 and r.peak_procs == 2
+    assert 60 <= r.peak_rss_mb < 60 + 60
+
+
 @pytest.mark.parametrize("args", [[], ["--", "/nonexistent/cmd"], ["--pid", "999999999"],
                                   ["--interval", "0", "--", "true"]])
 def test_cli_bad_input_is_one_line(args: list[str]) -> None:
