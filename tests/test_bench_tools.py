@@ -241,3 +241,17 @@ def test_the_16_worker_replay_compares_serial_equivalent_times(tmp_path: Path) -
     assert [round(fc.wall_s, 6) for fc in model.files] == [3.0, 1.0, 2.0, round(5.0 / 1.2, 6), round(7.0 / 1.2, 6)]
     few = CostModel(files=(FileCost("a.py", 6.0, 0), FileCost("b.py", 2.0, 0)))
     assert bp._serial_equivalent(few, ref) == (few, 1.0)  # fewer than 3 files to compare: as recorded
+
+
+FAULTS_PATH = Path(__file__).resolve().parent.parent / "benchmarks" / "bench_faults.py"
+
+
+def test_bench_faults_reports_the_three_cases_and_refuses_bad_input() -> None:
+    p = subprocess.run([sys.executable, str(FAULTS_PATH), "--mb", "16", "--rounds", "1"],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    for case in ("alone", "two at once", "beside a CPU burner"):
+        assert case in p.stdout
+    bad = subprocess.run([sys.executable, str(FAULTS_PATH), "--mb", "0"], capture_output=True, text=True, timeout=30)
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+    assert bad.stderr.strip().splitlines()[-1].startswith("bench_faults.py: error:")

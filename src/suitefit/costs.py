@@ -20,7 +20,15 @@ from typing import Any
 from suitefit.config import Config
 from suitefit.history import History, meta_of
 from suitefit.median import median
-from suitefit.model import CostModel, FileCost, FixtureCost, Measured, OrderConstraint, WorkerCost
+from suitefit.model import (
+    FAULT_MIN_MB,
+    CostModel,
+    FileCost,
+    FixtureCost,
+    Measured,
+    OrderConstraint,
+    WorkerCost,
+)
 from suitefit.plan.constraints import merge_constraints
 from suitefit.plan.planner import default_file_cost
 from suitefit.units import fmt_mb, fmt_s
@@ -65,9 +73,10 @@ def build_cost_model(history: History | None, *, files: Sequence[str] = (),
     controller_s: float | None = None
     serial_peak: float | None = None
     used_runs: set[int] = set()
+    fault: tuple[float, str] | None = None
     if history is not None and run_ids:
         fixtures, fx_rows, fx_files = _fixtures(history, run_ids)
-        fcosts, used_runs, slowdown = _files(history, run_ids, last, fx_rows, fx_files)
+        fcosts, used_runs, slowdown, fault = _files(history, run_ids, last, fx_rows, fx_files)
         worker, wnote, startups = _worker(history, sorted(used_runs))
         controller_s = _controller_start(history, sorted(used_runs))
         notes.append(wnote)
@@ -109,6 +118,8 @@ def build_cost_model(history: History | None, *, files: Sequence[str] = (),
         sampler_mb=peaks.get("sampler_rss_mb") or 0.0,
         controller_mb=peaks.get("controller_mb"),
         controller_per_test_s=_controller_per_test(history, run_ids) if history is not None and run_ids else None,
+        fault_s_per_mb=fault[0] if fault else None,
+        fault_source=fault[1] if fault else "",
         peak_errors=_peak_errors(history) if history is not None else (),
         wall_errors=_wall_errors(history) if history is not None else (),
         serial_peak_mb=serial_peak,
@@ -197,7 +208,7 @@ def _fixtures(history: History, run_ids: Sequence[int]) -> tuple[
 def _files(history: History, run_ids: Sequence[int], last: int,
            fx_on_worker: Mapping[tuple[int, str], Mapping[str, tuple[float, float]]],
            fx_users: Mapping[int, Mapping[str, set[str]]]
-           ) -> tuple[dict[str, FileCost], set[int], dict[int, float]]:
+           ) -> tuple[dict[str, FileCost], set[int], dict[int, float], tuple[float, str] | None]:
     rows = history.execute(
         f"SELECT run_id, worker, path, started, wall_s, cpu_s, tests, peak_mb, baseline_mb FROM files "
         f"WHERE run_id IN ({_q(run_ids)}) ORDER BY run_id, worker, started")
@@ -219,6 +230,7 @@ def _files(history: History, run_ids: Sequence[int], last: int,
         acc[1] += float(cpu_s)
         acc[2] += int(tests)
         acc[3] = max(acc[3], peak)
+    fault = fault_cost(per)
     slowdown = _slowdown(history, run_ids, per)
     n_of = {int(r[0]): int(r[1] or 0) for r in history.execute(
         f"SELECT id, workers FROM runs WHERE id IN ({_q(run_ids)})")}
@@ -240,8 +252,12 @@ def _files(history: History, run_ids: Sequence[int], last: int,
 
     for path, rs in by_path.items():
         rs.sort(key=lambda r: -r[0])
-        clean = [r for r in rs if not r[1][4]]
-        by_path[path] = (clean or rs)[:last]  # runs where it failed, timed out or crashed: only if no other
+        clean = [r for r in rs if not r[1][4]] or rs  # runs where it failed, timed out or crashed: only if no other
+        if max(r[1][3] for r in rs) >= FAULT_MIN_MB:
+            # a file that touches much memory took as long as the faults of what ran beside it
+            # made it (``fault_cost``); the plan models those, so its own time is its time alone
+            clean = [r for r in clean if n_of.get(r[0], 0) <= 1] or clean
+        by_path[path] = clean[:last]
     # a file's last test is read from its newest run used only (usually one run for every file)
     last_test = _last_tests(history, sorted({rs[0][0] for rs in by_path.values()}))
     for path, rs in by_path.items():
@@ -259,7 +275,29 @@ def _files(history: History, run_ids: Sequence[int], last: int,
             trusted=not clean_missing(rs),
             kept_mb=median(ks) if (ks := [kept[(r[0], path)] for r in rs if (r[0], path) in kept]) else 0.0,
         )
-    return out, used, slowdown
+    return out, used, slowdown, fault
+
+
+def fault_cost(per: Mapping[tuple[int, str], Sequence[float]]) -> tuple[float, str] | None:
+    """CPU seconds a MiB of new memory costs to fault in on this machine, and where that was
+    measured: the least CPU a MiB of peak cost any file that rose ``FAULT_MIN_MB`` or more above
+    its worker's baseline (the purest allocator bounds it from above: its CPU is its faults and
+    little else). None where no file touched that much.
+
+    Why the plan needs it: on the KVM guests suitefit is developed on, two processes touching
+    800 MiB at once took 1.97x as long each as one alone (the host faults a guest's memory one
+    fault at a time), while one beside a CPU-bound process was not slowed
+    (benchmarks/bench_faults.py). A worker's CPU sharing (``_slowdown``) does not describe
+    that; ``simulate`` charges it where units that touch much memory overlap.
+    ``per``: (run, file) -> [wall, cpu, tests, peak MiB, doubtful].
+    """
+    best: tuple[float, str] | None = None
+    for (run_id, path), acc in per.items():
+        if acc[3] >= FAULT_MIN_MB and acc[1] > 0 and not acc[4]:
+            rate = acc[1] / acc[3]
+            if best is None or rate < best[0]:
+                best = (rate, f"{path} in run {run_id}: {fmt_s(acc[1])} of CPU for {fmt_mb(acc[3])}")
+    return best
 
 
 def _runs_with_releases(history: History, run_ids: Sequence[int]) -> set[int]:
@@ -338,7 +376,8 @@ def _slowdown(history: History, run_ids: Sequence[int],
     pairs: dict[int, dict[int, list[tuple[float, float]]]] = {}  # n -> run -> (time there, serial)
     for (run_id, path), acc in per.items():
         n = n_of.get(run_id, 0)
-        if n >= 2 and path in ref and not acc[4]:
+        # files touching much memory: their slowdown is the faults beside them (``fault_cost``)
+        if n >= 2 and path in ref and not acc[4] and acc[3] < FAULT_MIN_MB:
             pairs.setdefault(n, {}).setdefault(run_id, []).append((acc[0], ref[path]))
     out: dict[int, float] = {}
     for n, runs in pairs.items():

@@ -15,6 +15,10 @@ from typing import Any
 from suitefit.rules import DEFAULT_RULES as DEFAULT_RULES
 from suitefit.rules import GroupingRules as GroupingRules
 
+# A unit (or file) whose memory rises this far above its worker's baseline is one whose page
+# faults the plan models: below it, faults are noise beside its other work.
+FAULT_MIN_MB = 64.0
+
 
 @dataclass(frozen=True)
 class FileCost:
@@ -161,6 +165,10 @@ class CostModel:
     # measured in runs with workers; None: not yet. No count of workers runs the suite faster
     # than this times its tests
     controller_per_test_s: float | None = None
+    # page faulting: the least CPU seconds a MiB of a file's peak cost in any recorded run
+    # (``costs.fault_cost``); None: no file touched enough memory to say
+    fault_s_per_mb: float | None = None
+    fault_source: str = ""  # the file and run it was measured on
     # recent planned runs, newest first: measured peak / predicted peak - 1 (> 0: under-predicted)
     peak_errors: tuple[float, ...] = ()
     # the same for the whole command's wall: measured / predicted - 1 (> 0: it took longer)
@@ -232,6 +240,10 @@ class Plan:
     # a soft ceiling: the core prefers an order that keeps the tree under it (never waits for
     # it); set when the prediction shows it lowers the peak at no cost in wall time
     spread_mb: float | None = None
+    # seconds of page faulting a MiB of new memory costs on this machine (measured): units
+    # that touch much memory at once on different workers wait for each other's faults
+    # (``simulate``); None: not measured, not modelled
+    fault_s_per_mb: float | None = None
 
     @property
     def admit_mb(self) -> float | None:
@@ -288,6 +300,7 @@ class Plan:
             overhead_s=float(d.get("overhead_s", 0.0)),
             headroom_mb=float(d.get("headroom_mb", 0.0)),
             spread_mb=float(d["spread_mb"]) if d.get("spread_mb") is not None else None,
+            fault_s_per_mb=float(d["fault_s_per_mb"]) if d.get("fault_s_per_mb") is not None else None,
             fixtures=tuple(
                 FixtureCost(
                     name=f["name"],

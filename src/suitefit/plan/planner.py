@@ -13,7 +13,16 @@ from dataclasses import replace
 
 from suitefit.errors import SuitefitError
 from suitefit.median import median
-from suitefit.model import Budget, CostModel, FileCost, FixtureCost, Plan, Unit, release_verdict
+from suitefit.model import (
+    FAULT_MIN_MB,
+    Budget,
+    CostModel,
+    FileCost,
+    FixtureCost,
+    Plan,
+    Unit,
+    release_verdict,
+)
 from suitefit.plan.chunks import split_long_files
 from suitefit.plan.core import Shutdown
 from suitefit.plan.grouping import (
@@ -260,7 +269,8 @@ def _plan_one(costs: CostModel, budget: Budget, rules: GroupingRules,
         greasons = [*greasons, *creasons]
         ordered = tuple(order_units(units, declared_names))
         tmp = Plan(workers=w, units=ordered, budget=budget, predicted_wall_s=0.0,
-                   predicted_peak_mb=0.0, reasons=(), fixtures=plan_fixtures, spread_mb=spread_mb)
+                   predicted_peak_mb=0.0, reasons=(), fixtures=plan_fixtures, spread_mb=spread_mb,
+                   fault_s_per_mb=costs.fault_s_per_mb)
         # With workers, xdist's controller is one more process: it imports the conftest before
         # it starts any worker and holds that memory throughout, so it is counted at one more
         # worker's startup (in series) and at its measured peak (one more baseline until a
@@ -323,6 +333,8 @@ def _plan_one(costs: CostModel, budget: Budget, rules: GroupingRules,
         reasons.append(f"contention: no run with workers measured yet, so {chosen.workers} busy workers are "
                        f"assumed to run each file as fast as a serial run did; the first run with workers "
                        f"measures how much slower they are on this machine and the next plans use it")
+    if costs.fault_s_per_mb is not None and chosen.workers >= 2:
+        reasons.append(_faults_line(costs, sim))
     held = slowdown_held_from(chosen.workers, budget.cpus, costs.slowdown)
     if held is not None:
         reasons.append(f"contention: measured up to {held} busy workers (each file x{costs.slowdown[held]:.2f} "
@@ -398,7 +410,20 @@ def _plan_one(costs: CostModel, budget: Budget, rules: GroupingRules,
         overhead_s=overhead_for(chosen.workers)[0],
         releasable=tuple(sorted(releasable)),
         spread_mb=chosen.spread_mb,
+        fault_s_per_mb=costs.fault_s_per_mb,
     )
+
+
+def _faults_line(costs: CostModel, sim: Simulation) -> str:
+    waits, rate = sim.fault_waits, costs.fault_s_per_mb or 0.0
+    head = (f"page faults: {rate * 1000:.2f} ms of CPU a MiB of new memory (the least "
+            f"measured: {costs.fault_source}); the machine faults in one unit's memory at a time, so a "
+            f"unit that touches {FAULT_MIN_MB:.0f} MiB or more while another's faults go on waits for them")
+    if not waits:
+        return head + ": no unit waits in this plan"
+    name, most = max(waits.items(), key=lambda kv: kv[1])
+    return head + (f": {len(waits)} unit(s) wait {fmt_s(sum(waits.values()))} in this plan "
+                   f"(the most, {fmt_s(most)}: {name})")
 
 
 APART_WALL = PAYS_FRACTION  # keeping hogs apart may cost at most this much predicted wall (noise)

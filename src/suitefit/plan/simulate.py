@@ -7,6 +7,8 @@ test and holds that test until it gets an answer (as an xdist worker does); a ``
 costs real simulated time. Every duration stretches by ``slow`` (workers sharing CPUs,
 measured or ``workers / cpus``). Fixture setup is paid once per worker while the fixture
 stays resident there: a unit whose fixture is already set up runs that much shorter.
+Page faults are the machine's, not a worker's: a unit that touches much memory while
+another's faults are still going waits for them (``Plan.fault_s_per_mb``, measured).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import heapq
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
-from suitefit.model import Plan, Unit
+from suitefit.model import FAULT_MIN_MB, Plan, Unit
 from suitefit.plan.core import Core, Decision, Logged, Release, Send, Shutdown, Wait
 
 
@@ -34,6 +36,7 @@ class Simulation:
     complete: bool = True  # False: stopped early (a warning, or past ``give_up_after_s``)
     releases: tuple[Release, ...] = ()
     units: Mapping[str, Unit] = field(default_factory=dict, repr=False)  # what was sent, by name
+    fault_waits: Mapping[str, float] = field(default_factory=dict)  # unit -> s it waited for others' faults
 
     @property
     def fits(self) -> bool:
@@ -82,6 +85,10 @@ def simulate(plan: Plan, *, startup_s: float, baseline_mb: float, budget_mb: flo
     for w in names:
         core.worker_up(w)
     setup = {f.name: f.setup_s for f in plan.fixtures}
+    fixture_mb = {f.name: f.mb for f in plan.fixtures}
+    fault = plan.fault_s_per_mb if n > 1 else None
+    faults_free = 0.0  # when the machine's page faulting is done with what units started so far
+    fault_waits: dict[str, float] = {}
     ws = {w: _W() for w in names}
     events: list[tuple[float, int, str, str]] = []
     seq = 0
@@ -100,13 +107,30 @@ def simulate(plan: Plan, *, startup_s: float, baseline_mb: float, budget_mb: flo
         heapq.heappush(events, (at, seq, kind, w))
         seq += 1
 
+    def faulting(w: str, u: Unit, now: float) -> float:
+        """How long ``u`` waits for the page faults of units started before it: a unit that
+        touches much memory faults it in as it starts (its fixtures' set-up, its own peak),
+        and the machine faults one unit's memory at a time (``costs.fault_cost``)."""
+        nonlocal faults_free
+        if not fault:
+            return 0.0
+        touch = u.peak_mb - sum(fixture_mb.get(f, 0.0) for f in u.fixtures if f in ws[w].resident)
+        if touch < FAULT_MIN_MB:
+            return 0.0
+        own = touch * fault
+        wait = min(own, max(0.0, faults_free - now))
+        faults_free = max(faults_free, now) + own
+        if wait > 0:
+            fault_waits[u.name] = wait
+        return wait
+
     def start(w: str, u: Unit, now: float) -> None:
         nonlocal peak
         st = ws[w]
         core.started(w, u.name, now)
         peak = max(peak, core.running_mb)
         saved = sum(setup.get(f, 0.0) for f in u.fixtures if f in st.resident)
-        dur = max(0.0, u.wall_s - saved) * slow
+        dur = max(0.0, u.wall_s - saved) * slow + faulting(w, u, now)
         st.unit, st.start, st.held = u, now, False
         st.last = min(max(u.last_s, 0.0) * slow, dur)
         st.resident.update(f for f in u.fixtures if f in setup)
@@ -167,7 +191,7 @@ def simulate(plan: Plan, *, startup_s: float, baseline_mb: float, budget_mb: flo
     while events:
         if (stop_on_warning and core.stats.warnings) or (give_up_after_s is not None and t > give_up_after_s):
             return _result(n, float("inf") if core.stats.warnings else t, peak, placement, spans,
-                           core, releases, sent, complete=False)
+                           core, releases, sent, fault_waits, complete=False)
         t, _, kind, w = heapq.heappop(events)
         st = ws[w]
         if kind == "down":
@@ -203,18 +227,20 @@ def simulate(plan: Plan, *, startup_s: float, baseline_mb: float, budget_mb: flo
     if not core.finished:
         raise AssertionError(f"the core made no progress: {core.pending} unit(s) pending, "
                              f"workers waiting: {waiting}")  # a bug: the core must always progress
-    return _result(n, end_t, peak, placement, spans, core, releases, sent)
+    return _result(n, end_t, peak, placement, spans, core, releases, sent, fault_waits)
 
 
 def _result(n: int, wall: float, peak: float, placement: Mapping[str, list[str]],
             spans: Mapping[str, tuple[str, float, float]], core: Core, releases: list[Release],
-            sent: Mapping[str, Unit], complete: bool = True) -> Simulation:
+            sent: Mapping[str, Unit], fault_waits: Mapping[str, float],
+            complete: bool = True) -> Simulation:
     waited = {u: max(0.0, spans[u][1] - t0) for u, t0 in core.stats.waited.items() if u in spans}
     return Simulation(
         workers=n, wall_s=wall, peak_mb=peak,
         placement={w: tuple(v) for w, v in placement.items()},
         spans=dict(spans), waited_s=waited, warnings=tuple(core.stats.warnings),
         log=tuple(core.log or ()), complete=complete, releases=tuple(releases), units=dict(sent),
+        fault_waits=dict(fault_waits),
     )
 
 

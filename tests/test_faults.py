@@ -1,0 +1,140 @@
+"""Page faults are the machine's: units that touch much memory at once wait for each other.
+
+On the KVM guests suitefit is developed on, two processes touching 800 MiB at once took
+1.97x as long each as one alone, and one beside a CPU-bound process was not slowed
+(benchmarks/bench_faults.py, benchmarks/README.md). The plan prices that from the history (``costs.fault_cost``) and
+the simulation charges it where such units overlap; a hog's own time is taken from runs
+where nothing faulted beside it, and the workers' CPU slowdown leaves such files out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from plan_synth import SynthFile, SynthFixture, SynthRun, write_history
+
+from suitefit.costs import build_cost_model
+from suitefit.history import History
+from suitefit.model import Budget, FixtureCost, Plan, Unit
+from suitefit.plan import make_plan
+from suitefit.plan.simulate import simulate
+
+
+def _plan(units: list[Unit], workers: int, fault: float | None,
+          fixtures: tuple[FixtureCost, ...] = ()) -> Plan:
+    return Plan(workers=workers, units=tuple(units), budget=Budget(100_000, workers), predicted_wall_s=0.0,
+                predicted_peak_mb=0.0, reasons=(), fixtures=fixtures, fault_s_per_mb=fault)
+
+
+def _spans(plan: Plan) -> dict[str, tuple[str, float, float]]:
+    return dict(simulate(plan, startup_s=0.0, baseline_mb=100.0, budget_mb=None).spans)
+
+
+def test_units_that_touch_much_memory_at_once_wait_for_each_others_faults() -> None:
+    units = [Unit("hog800", ("hog800",), 1.0, 800.0), Unit("hog600", ("hog600",), 1.0, 600.0),
+             Unit("small", ("small",), 1.0, 10.0), Unit("small2", ("small2",), 1.0, 10.0)]
+    # 1 ms a MiB: the 800 MiB hog faults for 0.8 s; the 600 MiB one, started beside it, waits
+    # for those (0.6 s of its own at most), then the small ones fill in without waiting
+    spans = _spans(_plan(units, 2, 0.001))
+    assert spans["hog800"][1:] == pytest.approx((0.0, 1.0))
+    assert spans["hog600"][1:] == pytest.approx((0.0, 1.6))
+    assert spans["small"][2] - spans["small"][1] == pytest.approx(1.0)
+    assert spans["small2"][2] - spans["small2"][1] == pytest.approx(1.0)
+    sim = simulate(_plan(units, 2, 0.001), startup_s=0.0, baseline_mb=100.0, budget_mb=None)
+    assert sim.fault_waits == pytest.approx({"hog600": 0.6})
+    # the one whose own faults are shorter than what is left waits only its own
+    spans = _spans(_plan([Unit("a", ("a",), 1.0, 800.0), Unit("b", ("b",), 1.0, 100.0)], 2, 0.001))
+    assert spans["b"][2] == pytest.approx(1.1)
+    # not measured: not modelled; one worker: nothing overlaps
+    assert _spans(_plan(units, 2, None))["hog600"][2] == pytest.approx(1.0)
+    one = _spans(_plan(units, 1, 0.001))
+    assert max(e for _, _, e in one.values()) == pytest.approx(4.0)
+
+
+def test_a_fixture_already_set_up_on_the_worker_is_not_faulted_in_again() -> None:
+    pool = FixtureCost("pool", "session", setup_s=0.5, mb=400.0)
+    units = [Unit("p1", ("p1",), 0.6, 420.0, fixtures=("pool",)), Unit("hog", ("hog",), 3.0, 500.0),
+             Unit("p2", ("p2",), 1.0, 420.0, fixtures=("pool",))]
+    sim = simulate(_plan(units, 2, 0.001, (pool,)), startup_s=0.0, baseline_mb=100.0, budget_mb=None)
+    spans = sim.spans
+    # p1 sets the pool up (420 MiB of faults, to 0.42 s); the hog beside it waits for those,
+    # and its own 500 MiB keep the machine faulting until 0.92 s
+    assert spans["hog"][2] == pytest.approx(3.0 + 0.42)
+    # p2 follows p1 at 0.6 s, while the hog's faults go on: the pool is resident there, so it
+    # touches only its own 20 MiB (no wait; counted whole, it would wait 0.32 s) and does not
+    # pay the pool's set-up again
+    assert spans["p2"][0] == spans["p1"][0]
+    assert spans["p2"][1:] == pytest.approx((0.6, 1.1))
+    assert sim.fault_waits == pytest.approx({"hog": 0.42})
+
+
+def _history(tmp_path: Path, runs: list[SynthRun]) -> History:
+    write_history(tmp_path / "h.sqlite", runs)
+    return History(tmp_path / "h.sqlite")
+
+
+def test_the_fault_cost_is_the_least_cpu_a_mib_that_any_large_file_cost(tmp_path: Path) -> None:
+    files = {"tests/test_hog.py": SynthFile("tests/test_hog.py", 0.8, peak_mb=800.0),
+             "tests/test_mid.py": SynthFile("tests/test_mid.py", 1.0, peak_mb=200.0),
+             "tests/test_tiny.py": SynthFile("tests/test_tiny.py", 0.001, peak_mb=10.0)}
+    slow_faults = SynthRun({"main": list(files)}, files, scale=2.0)
+    with _history(tmp_path, [slow_faults, SynthRun({"main": list(files)}, files)]) as h:
+        cm = build_cost_model(h)
+    # the tiny file's 0.1 ms a MiB is below the size where faults are more than noise
+    assert cm.fault_s_per_mb == pytest.approx(0.001)
+    assert cm.fault_source.startswith("tests/test_hog.py in run 2:")
+    small = {"tests/test_a.py": SynthFile("tests/test_a.py", 1.0, peak_mb=30.0)}
+    with _history(tmp_path / "none", [SynthRun({"main": list(small)}, small)]) as h:
+        assert build_cost_model(h).fault_s_per_mb is None
+
+
+def test_a_hog_is_priced_from_its_serial_runs_and_left_out_of_the_cpu_slowdown(tmp_path: Path) -> None:
+    # Serially the hog took 0.8 s; beside the other worker's faults, 2.0 s. Counted as CPU
+    # sharing, it pulled the 2-worker slowdown from 1.2 to 1.47 and its own price to 1.08 s.
+    compute = {f"tests/test_c{i}.py": SynthFile(f"tests/test_c{i}.py", 1.0, peak_mb=5.0) for i in range(3)}
+    hog = {"tests/test_hog.py": SynthFile("tests/test_hog.py", 0.8, peak_mb=800.0)}
+    serial = SynthRun({"main": [*compute, *hog]}, {**compute, **hog})
+    beside = {**{p: replace(f, wall_s=1.2) for p, f in compute.items()},
+              "tests/test_hog.py": replace(hog["tests/test_hog.py"], wall_s=2.0)}
+    two = SynthRun({"gw0": ["tests/test_hog.py", "tests/test_c0.py"], "gw1": ["tests/test_c1.py", "tests/test_c2.py"]},
+                   beside, kind="run")
+    with _history(tmp_path, [serial, two]) as h:
+        cm = build_cost_model(h)
+    assert cm.slowdown == {2: pytest.approx(1.2)}
+    by = {f.path: f for f in cm.files}
+    assert by["tests/test_hog.py"].wall_s == pytest.approx(0.8)
+    assert by["tests/test_c0.py"].wall_s == pytest.approx(1.0)
+
+
+def _pool_heavy(tmp_path: Path) -> History:
+    """Issue 12's pool-heavy shape as one serial profile: 8 files share a 476 MiB pool with
+    a 2 s set-up, one 800 MiB hog that faults for 2 s, 20 small CPU-bound files."""
+    files = {f"tests/test_pool_{i}.py": SynthFile(f"tests/test_pool_{i}.py", 0.37, peak_mb=1.0, tests=6,
+                                                   fixtures=("cpu_pool",)) for i in range(8)}
+    files["tests/test_hog.py"] = SynthFile("tests/test_hog.py", 2.0, peak_mb=800.0, tests=1)
+    for i in range(20):
+        files[f"tests/test_c{i}.py"] = SynthFile(f"tests/test_c{i}.py", 0.1 + 0.025 * i, peak_mb=1.0, tests=8)
+    pool = SynthFixture("cpu_pool", setup_s=2.0, procs=3, mb=476.0)
+    return _history(tmp_path, [SynthRun({"main": list(files)}, files, fixtures=[pool], baseline_mb=116.0)])
+
+
+def test_the_plan_keeps_the_hog_from_the_pools_set_up_when_faults_are_measured(tmp_path: Path) -> None:
+    with _pool_heavy(tmp_path) as h:
+        cm = replace(build_cost_model(h), release=True)  # [tool.suitefit] release_fixtures' default
+    assert cm.fault_s_per_mb == pytest.approx(2.0 / 800)
+    budget = Budget(21_000, 2, workers=2)
+    blind = make_plan(replace(cm, fault_s_per_mb=None), budget)
+    seen = make_plan(cm, budget)
+    # Blind to faults, the hog beside the pool's set-up looks free and the ceiling that keeps
+    # them apart looks like a cost; priced, running them together is the slower plan.
+    assert blind.spread_mb is None
+    assert seen.spread_mb is not None
+    assert seen.predicted_peak_mb < blind.predicted_peak_mb - 400
+    assert any(r.startswith("hogs apart: ") for r in seen.reasons), seen.reasons
+    line = next(r for r in seen.reasons if r.startswith("page faults: "))
+    assert "2.50 ms of CPU a MiB" in line and "tests/test_hog.py in run 1" in line
+    # the plan carries the figure its prediction used, and the simulation of it agrees
+    assert seen.fault_s_per_mb == cm.fault_s_per_mb
+    assert Plan.from_json(seen.to_json()).fault_s_per_mb == seen.fault_s_per_mb
