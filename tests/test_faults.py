@@ -93,11 +93,12 @@ def test_the_fault_cost_is_the_least_cpu_a_mib_that_any_large_file_cost(tmp_path
 def test_a_hog_is_priced_from_its_serial_runs_and_left_out_of_the_cpu_slowdown(tmp_path: Path) -> None:
     # Serially the hog took 0.8 s; beside the other worker's faults, 2.0 s. Counted as CPU
     # sharing, it pulled the 2-worker slowdown from 1.2 to 1.47 and its own price to 1.08 s.
+    # (The fault rate then comes from the serial run: 0.8 s for 800 MiB.)
     compute = {f"tests/test_c{i}.py": SynthFile(f"tests/test_c{i}.py", 1.0, peak_mb=5.0) for i in range(3)}
     hog = {"tests/test_hog.py": SynthFile("tests/test_hog.py", 0.8, peak_mb=800.0)}
     serial = SynthRun({"main": [*compute, *hog]}, {**compute, **hog})
     beside = {**{p: replace(f, wall_s=1.2) for p, f in compute.items()},
-              "tests/test_hog.py": replace(hog["tests/test_hog.py"], wall_s=2.0)}
+              "tests/test_hog.py": replace(hog["tests/test_hog.py"], wall_s=2.0, peak_mb=900.0)}
     two = SynthRun({"gw0": ["tests/test_hog.py", "tests/test_c0.py"], "gw1": ["tests/test_c1.py", "tests/test_c2.py"]},
                    beside, kind="run")
     with _history(tmp_path, [serial, two]) as h:
@@ -105,6 +106,7 @@ def test_a_hog_is_priced_from_its_serial_runs_and_left_out_of_the_cpu_slowdown(t
     assert cm.slowdown == {2: pytest.approx(1.2)}
     by = {f.path: f for f in cm.files}
     assert by["tests/test_hog.py"].wall_s == pytest.approx(0.8)
+    assert by["tests/test_hog.py"].peak_mb == pytest.approx(900.0)  # its peak: every recent run's
     assert by["tests/test_c0.py"].wall_s == pytest.approx(1.0)
 
 

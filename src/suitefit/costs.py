@@ -250,25 +250,30 @@ def _files(history: History, run_ids: Sequence[int], last: int,
     def clean_missing(rs: list[tuple[int, list[float]]]) -> bool:
         return all(r[1][4] for r in rs)
 
+    timed: dict[str, list[tuple[int, list[float]]]] = {}  # the runs a file's time is taken from
     for path, rs in by_path.items():
         rs.sort(key=lambda r: -r[0])
-        clean = [r for r in rs if not r[1][4]] or rs  # runs where it failed, timed out or crashed: only if no other
+        clean = [r for r in rs if not r[1][4]]
+        by_path[path] = (clean or rs)[:last]  # runs where it failed, timed out or crashed: only if no other
+        timed[path] = by_path[path]
         if max(r[1][3] for r in rs) >= FAULT_MIN_MB:
             # a file that touches much memory took as long as the faults of what ran beside it
-            # made it (``fault_cost``); the plan models those, so its own time is its time alone
-            clean = [r for r in clean if n_of.get(r[0], 0) <= 1] or clean
-        by_path[path] = clean[:last]
+            # made it (``fault_cost``); the plan models those, so its time is its time alone
+            # (its peak and what it keeps are still every recent run's)
+            alone = [r for r in (clean or rs) if n_of.get(r[0], 0) <= 1][:last]
+            timed[path] = alone or by_path[path]
     # a file's last test is read from its newest run used only (usually one run for every file)
     last_test = _last_tests(history, sorted({rs[0][0] for rs in by_path.values()}))
     for path, rs in by_path.items():
         used.update(r[0] for r in rs)
-        wall = median(r[1][0] for r in rs)
+        used.update(r[0] for r in timed[path])
+        wall = median(r[1][0] for r in timed[path])
         out[path] = FileCost(
             path=path,
             wall_s=wall,
             peak_mb=max(r[1][3] for r in rs),
             tests=int(rs[0][1][2]),
-            cpu_s=median(r[1][1] for r in rs),
+            cpu_s=median(r[1][1] for r in timed[path]),
             fixtures=tuple(sorted(fx_of.get(path, ()))),
             measured=True,
             last_s=min(last_test.get((rs[0][0], path), 0.0), wall),
