@@ -16,6 +16,7 @@ class SynthFile:
     peak_mb: float = 20.0
     tests: int = 2
     fixtures: tuple[str, ...] = ()
+    sys_s: float | None = None  # of its wall (all CPU here), the kernel's; None: not recorded
 
 
 @dataclass
@@ -72,7 +73,8 @@ def write_run(h: History, run: SynthRun, started: float = 1_000_000.0) -> int:
                                         "passed"))
                 seq += 1
             files.append(FileRecord(run_id, p, worker, t, t + wall, wall, wall, sf.tests,
-                                    run.baseline_mb, peak, run.baseline_mb + peak))
+                                    run.baseline_mb, peak, run.baseline_mb + peak,
+                                    None if sf.sys_s is None else sf.sys_s * run.scale))
             t += wall
         wall_total = max(wall_total, t - started)
     h.add_tests(tests)

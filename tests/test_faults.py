@@ -75,27 +75,35 @@ def _history(tmp_path: Path, runs: list[SynthRun]) -> History:
     return History(tmp_path / "h.sqlite")
 
 
-def test_the_fault_cost_is_the_least_cpu_a_mib_that_any_large_file_cost(tmp_path: Path) -> None:
-    files = {"tests/test_hog.py": SynthFile("tests/test_hog.py", 0.8, peak_mb=800.0),
-             "tests/test_mid.py": SynthFile("tests/test_mid.py", 1.0, peak_mb=200.0),
-             "tests/test_tiny.py": SynthFile("tests/test_tiny.py", 0.001, peak_mb=10.0)}
+def test_the_fault_cost_is_the_least_system_cpu_a_mib_that_any_large_file_cost(tmp_path: Path) -> None:
+    files = {"tests/test_hog.py": SynthFile("tests/test_hog.py", 0.8, peak_mb=800.0, sys_s=0.64),
+             # much CPU, little of it the kernel's: its faults are not its CPU
+             "tests/test_compute.py": SynthFile("tests/test_compute.py", 9.0, peak_mb=200.0, sys_s=0.1),
+             "tests/test_mid.py": SynthFile("tests/test_mid.py", 1.0, peak_mb=200.0, sys_s=0.4),
+             "tests/test_tiny.py": SynthFile("tests/test_tiny.py", 0.001, peak_mb=10.0, sys_s=0.0001)}
     slow_faults = SynthRun({"main": list(files)}, files, scale=2.0)
     with _history(tmp_path, [slow_faults, SynthRun({"main": list(files)}, files)]) as h:
         cm = build_cost_model(h)
-    # the tiny file's 0.1 ms a MiB is below the size where faults are more than noise
-    assert cm.fault_s_per_mb == pytest.approx(0.001)
-    assert cm.fault_source.startswith("tests/test_hog.py in run 2:")
-    small = {"tests/test_a.py": SynthFile("tests/test_a.py", 1.0, peak_mb=30.0)}
+    # the compute file's 0.5 ms of system CPU a MiB is the least; the tiny file's 0.01 ms is
+    # below the size where faults are more than noise
+    assert cm.fault_s_per_mb == pytest.approx(0.1 / 200)
+    assert cm.fault_source.startswith("tests/test_compute.py in run 2:")
+    assert "of system CPU for 200 MiB" in cm.fault_source
+    # no large file, or none whose system CPU was recorded (histories before it was): not known
+    small = {"tests/test_a.py": SynthFile("tests/test_a.py", 1.0, peak_mb=30.0, sys_s=0.01)}
     with _history(tmp_path / "none", [SynthRun({"main": list(small)}, small)]) as h:
+        assert build_cost_model(h).fault_s_per_mb is None
+    old = {"tests/test_hog.py": SynthFile("tests/test_hog.py", 0.8, peak_mb=800.0)}
+    with _history(tmp_path / "old", [SynthRun({"main": list(old)}, old)]) as h:
         assert build_cost_model(h).fault_s_per_mb is None
 
 
 def test_a_hog_is_priced_from_its_serial_runs_and_left_out_of_the_cpu_slowdown(tmp_path: Path) -> None:
     # Serially the hog took 0.8 s; beside the other worker's faults, 2.0 s. Counted as CPU
     # sharing, it pulled the 2-worker slowdown from 1.2 to 1.47 and its own price to 1.08 s.
-    # (The fault rate then comes from the serial run: 0.8 s for 800 MiB.)
+    # (The fault rate then comes from the serial run: 0.7 s of system CPU for 800 MiB.)
     compute = {f"tests/test_c{i}.py": SynthFile(f"tests/test_c{i}.py", 1.0, peak_mb=5.0) for i in range(3)}
-    hog = {"tests/test_hog.py": SynthFile("tests/test_hog.py", 0.8, peak_mb=800.0)}
+    hog = {"tests/test_hog.py": SynthFile("tests/test_hog.py", 0.8, peak_mb=800.0, sys_s=0.7)}
     serial = SynthRun({"main": [*compute, *hog]}, {**compute, **hog})
     beside = {**{p: replace(f, wall_s=1.2) for p, f in compute.items()},
               "tests/test_hog.py": replace(hog["tests/test_hog.py"], wall_s=2.0, peak_mb=900.0)}
@@ -115,7 +123,7 @@ def _pool_heavy(tmp_path: Path) -> History:
     a 2 s set-up, one 800 MiB hog that faults for 2 s, 20 small CPU-bound files."""
     files = {f"tests/test_pool_{i}.py": SynthFile(f"tests/test_pool_{i}.py", 0.37, peak_mb=1.0, tests=6,
                                                    fixtures=("cpu_pool",)) for i in range(8)}
-    files["tests/test_hog.py"] = SynthFile("tests/test_hog.py", 2.0, peak_mb=800.0, tests=1)
+    files["tests/test_hog.py"] = SynthFile("tests/test_hog.py", 2.0, peak_mb=800.0, tests=1, sys_s=1.8)
     for i in range(20):
         files[f"tests/test_c{i}.py"] = SynthFile(f"tests/test_c{i}.py", 0.1 + 0.025 * i, peak_mb=1.0, tests=8)
     pool = SynthFixture("cpu_pool", setup_s=2.0, procs=3, mb=476.0)
@@ -125,7 +133,7 @@ def _pool_heavy(tmp_path: Path) -> History:
 def test_the_plan_keeps_the_hog_from_the_pools_set_up_when_faults_are_measured(tmp_path: Path) -> None:
     with _pool_heavy(tmp_path) as h:
         cm = replace(build_cost_model(h), release=True)  # [tool.suitefit] release_fixtures' default
-    assert cm.fault_s_per_mb == pytest.approx(2.0 / 800)
+    assert cm.fault_s_per_mb == pytest.approx(1.8 / 800)
     budget = Budget(21_000, 2, workers=2)
     blind = make_plan(replace(cm, fault_s_per_mb=None), budget)
     seen = make_plan(cm, budget)
@@ -136,7 +144,49 @@ def test_the_plan_keeps_the_hog_from_the_pools_set_up_when_faults_are_measured(t
     assert seen.predicted_peak_mb < blind.predicted_peak_mb - 400
     assert any(r.startswith("hogs apart: ") for r in seen.reasons), seen.reasons
     line = next(r for r in seen.reasons if r.startswith("page faults: "))
-    assert "2.50 ms of CPU a MiB" in line and "tests/test_hog.py in run 1" in line
+    assert "2.25 ms of system CPU a MiB" in line and "tests/test_hog.py in run 1" in line
     # the plan carries the figure its prediction used, and the simulation of it agrees
     assert seen.fault_s_per_mb == cm.fault_s_per_mb
     assert Plan.from_json(seen.to_json()).fault_s_per_mb == seen.fault_s_per_mb
+
+
+HOG = """
+def test_hog():
+    b = bytearray(200 * 2**20)
+    b[::4096] = b"x" * len(b[::4096])
+"""
+COMPUTE = """
+def test_compute():  # no system call in the loop (process_time() is one: its time is the kernel's)
+    x = 0
+    for i in range(3_000_000):
+        x += i
+    assert x
+"""
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["serial", "xdist"])
+def test_a_real_run_records_each_files_system_cpu_and_the_plan_prices_faults_from_it(
+        tmp_path: Path, workers: list[str]) -> None:
+    """Faulting memory in is the kernel's work: the hog's time is system CPU, the loop's is not."""
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "test_hog.py").write_text(HOG)
+    (tmp_path / "test_compute.py").write_text(COMPUTE)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_XDIST", "SUITEFIT_"))}
+    env.pop("PYTEST_ADDOPTS", None)
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", "-p", "no:cacheprovider",
+                        "--suitefit", f"--suitefit-history={tmp_path / 'h.sqlite'}", *workers],
+                       cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    with History(tmp_path / "h.sqlite") as h:
+        files = {f.path: f for f in h.files(h.runs(limit=1)[0].id)}
+        hog, compute = files["test_hog.py"], files["test_compute.py"]
+        assert hog.sys_s is not None and compute.sys_s is not None
+        assert hog.peak_mb >= 190
+        assert hog.sys_s >= 0.5 * hog.cpu_s and hog.sys_s > 0.02
+        assert compute.cpu_s >= 0.05 and compute.sys_s < 0.2 * compute.cpu_s
+        cm = build_cost_model(h)
+    assert cm.fault_s_per_mb == pytest.approx(hog.sys_s / hog.peak_mb, rel=0.01)
+    assert cm.fault_source.startswith("test_hog.py in run 1:")

@@ -128,6 +128,7 @@ class FileRecord:
     baseline_mb: float  # worker tree RSS just before the file started
     peak_mb: float  # peak above that baseline
     peak_abs_mb: float
+    sys_s: float | None = None  # of cpu_s, the kernel's (page faults above all); None: not recorded
 
 
 @dataclass

@@ -55,6 +55,7 @@ class _Segment:
     started: float  # epoch
     t0: float  # monotonic
     cpu0: float
+    sys0: float = 0.0  # system CPU (the kernel's: page faults above all) at its start
     tests: int = 0
     # the path object pytest gave this file's first item: the items of one file share it,
     # so "same file as the last test?" is an identity test, not a nodeid read and a split
@@ -394,7 +395,8 @@ class WorkerRecorder:
         kids = list(proctree.tree_parents(self.pid, skip=self.exclude_pids))[1:]  # not the sampler
         children_mb = proctree.sum_rss_mb(kids) if kids else 0.0
         t0 = timing.monotonic()
-        self._seg = _Segment(path, now, t0, timing.cpu_seconds())
+        t = timing.times()
+        self._seg = _Segment(path, now, t0, t[0] + t[1] + t[2] + t[3], t[1] + t[3])
         self.channel.send("B", self.worker, t0, now, self_mb, children_mb, path)
 
     def _close_segment(self) -> None:
@@ -403,8 +405,10 @@ class WorkerRecorder:
             return
         self._seg = None
         hwm = proctree.hwm_mb() if self.exact_hwm else None
+        t = timing.times()
         self.channel.send("E", self.worker, timing.monotonic(), timing.wall(),
-                          -1.0 if hwm is None else hwm, timing.cpu_seconds() - seg.cpu0, seg.tests)
+                          -1.0 if hwm is None else hwm, t[0] + t[1] + t[2] + t[3] - seg.cpu0, seg.tests,
+                          t[1] + t[3] - seg.sys0)
 
     def flush(self) -> None:
         self._last_flush = timing.monotonic()

@@ -60,16 +60,18 @@ class _Seg:
 class _FileRow:
     """One ``files`` row in the making (a file run in several stretches stays one row)."""
 
-    __slots__ = ("baseline_mb", "cpu_s", "finished", "path", "peak_mb", "started", "tests", "wall_s", "worker")
+    __slots__ = ("baseline_mb", "cpu_s", "finished", "path", "peak_mb", "started", "sys_s", "tests", "wall_s",
+                 "worker")
 
     def __init__(self, path: str, worker: str, started: float, finished: float, wall_s: float, cpu_s: float,
-                 tests: int, baseline_mb: float, peak_mb: float) -> None:
+                 tests: int, baseline_mb: float, peak_mb: float, sys_s: float | None = None) -> None:
         self.path = path
         self.worker = worker
         self.started = started
         self.finished = finished
         self.wall_s = wall_s
         self.cpu_s = cpu_s
+        self.sys_s = sys_s
         self.tests = tests
         self.baseline_mb = baseline_mb
         self.peak_mb = peak_mb  # absolute
@@ -205,6 +207,7 @@ class Watcher:
         elif m.kind == "E" and w.seg is not None:
             t1, wall1, hwm = float(m.fields[0]), float(m.fields[1]), float(m.fields[2])
             cpu, tests = float(m.fields[3]), int(m.fields[4])
+            sys_s = float(m.fields[5]) if len(m.fields) > 5 else None
             self._fold_late(w, until=t1)
             seg, w.seg = w.seg, None
             peak = seg.peak_mb
@@ -215,7 +218,7 @@ class Watcher:
                 peak = max(peak, hwm + seg.children_mb)
             w.peak_mb = max(w.peak_mb, peak)
             self._add_file(_FileRow(seg.path, w.name, seg.wall0, wall1, max(0.0, t1 - seg.t0), cpu, tests,
-                                    seg.baseline_mb, peak))
+                                    seg.baseline_mb, peak, sys_s))
         elif m.kind == "T" and self.journal is not None:
             self.journal.start(w.name, m.fields[1], float(m.fields[0]), self._last_tree(w) or None)
         elif m.kind == "D":
@@ -251,6 +254,7 @@ class Watcher:
             m.finished = max(m.finished, r.finished)
             m.wall_s += r.wall_s
             m.cpu_s += r.cpu_s
+            m.sys_s = None if m.sys_s is None or r.sys_s is None else m.sys_s + r.sys_s
             m.tests += r.tests
             if r.peak_mb - r.baseline_mb > m.peak_mb - m.baseline_mb:
                 m.peak_mb, m.baseline_mb = r.peak_mb, r.baseline_mb
@@ -330,7 +334,8 @@ class Watcher:
             h.add_sample_rows(samples)
         if rows:  # FILE_COLUMNS
             h.add_file_rows([(self.run_id, r.path, r.worker, r.started, r.finished, r.wall_s, r.cpu_s, r.tests,
-                              r.baseline_mb, max(0.0, r.peak_mb - r.baseline_mb), r.peak_mb) for r in rows])
+                              r.baseline_mb, max(0.0, r.peak_mb - r.baseline_mb), r.peak_mb, r.sys_s)
+                             for r in rows])
         if final:
             for w in self.workers.values():
                 if w.baseline_mb is not None or w.peak_mb:
