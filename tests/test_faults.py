@@ -2,9 +2,10 @@
 
 On the KVM guests suitefit is developed on, two processes touching 800 MiB at once took
 1.97x as long each as one alone, and one beside a CPU-bound process was not slowed
-(benchmarks/bench_faults.py, benchmarks/README.md). The plan prices that from the history (``costs.fault_cost``) and
-the simulation charges it where such units overlap; a hog's own time is taken from runs
-where nothing faulted beside it, and the workers' CPU slowdown leaves such files out.
+(benchmarks/bench_faults.py, benchmarks/README.md). The plan prices a MiB's faults from
+the files' recorded system CPU (``costs.fault_cost``) and the simulation charges them where
+such units overlap; a hog's own time is taken from runs where nothing faulted beside it,
+and the workers' CPU slowdown leaves such files out.
 """
 
 from __future__ import annotations
