@@ -17,6 +17,7 @@ class SynthFile:
     tests: int = 2
     fixtures: tuple[str, ...] = ()
     sys_s: float | None = None  # of its wall (all CPU here), the kernel's; None: not recorded
+    own_mb: float | None = None  # of its peak, its worker's own (not children's); None: not known
 
 
 @dataclass
@@ -74,7 +75,7 @@ def write_run(h: History, run: SynthRun, started: float = 1_000_000.0) -> int:
                 seq += 1
             files.append(FileRecord(run_id, p, worker, t, t + wall, wall, wall, sf.tests,
                                     run.baseline_mb, peak, run.baseline_mb + peak,
-                                    None if sf.sys_s is None else sf.sys_s * run.scale))
+                                    None if sf.sys_s is None else sf.sys_s * run.scale, sf.own_mb))
             t += wall
         wall_total = max(wall_total, t - started)
     h.add_tests(tests)

@@ -77,11 +77,15 @@ def _history(tmp_path: Path, runs: list[SynthRun]) -> History:
 
 
 def test_the_fault_cost_is_the_least_system_cpu_a_mib_that_any_large_file_cost(tmp_path: Path) -> None:
-    files = {"tests/test_hog.py": SynthFile("tests/test_hog.py", 0.8, peak_mb=800.0, sys_s=0.64),
+    files = {"tests/test_hog.py": SynthFile("tests/test_hog.py", 0.8, peak_mb=800.0, sys_s=0.64, own_mb=800.0),
              # much CPU, little of it the kernel's: its faults are not its CPU
-             "tests/test_compute.py": SynthFile("tests/test_compute.py", 9.0, peak_mb=200.0, sys_s=0.1),
-             "tests/test_mid.py": SynthFile("tests/test_mid.py", 1.0, peak_mb=200.0, sys_s=0.4),
-             "tests/test_tiny.py": SynthFile("tests/test_tiny.py", 0.001, peak_mb=10.0, sys_s=0.0001)}
+             "tests/test_compute.py": SynthFile("tests/test_compute.py", 9.0, peak_mb=200.0, sys_s=0.1,
+                                                own_mb=200.0),
+             "tests/test_mid.py": SynthFile("tests/test_mid.py", 1.0, peak_mb=200.0, sys_s=0.4, own_mb=200.0),
+             # its 600 MiB are its child processes': their faults are not in its system CPU
+             "tests/test_pool.py": SynthFile("tests/test_pool.py", 1.0, peak_mb=600.0, sys_s=0.01, own_mb=5.0),
+             "tests/test_tiny.py": SynthFile("tests/test_tiny.py", 0.001, peak_mb=10.0, sys_s=0.0001,
+                                             own_mb=10.0)}
     slow_faults = SynthRun({"main": list(files)}, files, scale=2.0)
     with _history(tmp_path, [slow_faults, SynthRun({"main": list(files)}, files)]) as h:
         cm = build_cost_model(h)
@@ -90,11 +94,15 @@ def test_the_fault_cost_is_the_least_system_cpu_a_mib_that_any_large_file_cost(t
     assert cm.fault_s_per_mb == pytest.approx(0.1 / 200)
     assert cm.fault_source.startswith("tests/test_compute.py in run 2:")
     assert "of system CPU for 200 MiB" in cm.fault_source
-    # no large file, or none whose system CPU was recorded (histories before it was): not known
-    small = {"tests/test_a.py": SynthFile("tests/test_a.py", 1.0, peak_mb=30.0, sys_s=0.01)}
+    # no large file, or none whose system CPU and own growth were recorded (histories before
+    # they were; no clear_refs, so no exact peak of the worker itself): not known
+    small = {"tests/test_a.py": SynthFile("tests/test_a.py", 1.0, peak_mb=30.0, sys_s=0.01, own_mb=30.0)}
     with _history(tmp_path / "none", [SynthRun({"main": list(small)}, small)]) as h:
         assert build_cost_model(h).fault_s_per_mb is None
     old = {"tests/test_hog.py": SynthFile("tests/test_hog.py", 0.8, peak_mb=800.0)}
+    no_hwm = {"tests/test_hog.py": SynthFile("tests/test_hog.py", 0.8, peak_mb=800.0, sys_s=0.64)}
+    with _history(tmp_path / "no_hwm", [SynthRun({"main": list(no_hwm)}, no_hwm)]) as h:
+        assert build_cost_model(h).fault_s_per_mb is None
     with _history(tmp_path / "old", [SynthRun({"main": list(old)}, old)]) as h:
         assert build_cost_model(h).fault_s_per_mb is None
 
@@ -104,7 +112,7 @@ def test_a_hog_is_priced_from_its_serial_runs_and_left_out_of_the_cpu_slowdown(t
     # sharing, it pulled the 2-worker slowdown from 1.2 to 1.47 and its own price to 1.08 s.
     # (The fault rate then comes from the serial run: 0.7 s of system CPU for 800 MiB.)
     compute = {f"tests/test_c{i}.py": SynthFile(f"tests/test_c{i}.py", 1.0, peak_mb=5.0) for i in range(3)}
-    hog = {"tests/test_hog.py": SynthFile("tests/test_hog.py", 0.8, peak_mb=800.0, sys_s=0.7)}
+    hog = {"tests/test_hog.py": SynthFile("tests/test_hog.py", 0.8, peak_mb=800.0, sys_s=0.7, own_mb=800.0)}
     serial = SynthRun({"main": [*compute, *hog]}, {**compute, **hog})
     beside = {**{p: replace(f, wall_s=1.2) for p, f in compute.items()},
               "tests/test_hog.py": replace(hog["tests/test_hog.py"], wall_s=2.0, peak_mb=900.0)}
@@ -124,7 +132,8 @@ def _pool_heavy(tmp_path: Path) -> History:
     a 2 s set-up, one 800 MiB hog that faults for 2 s, 20 small CPU-bound files."""
     files = {f"tests/test_pool_{i}.py": SynthFile(f"tests/test_pool_{i}.py", 0.37, peak_mb=1.0, tests=6,
                                                    fixtures=("cpu_pool",)) for i in range(8)}
-    files["tests/test_hog.py"] = SynthFile("tests/test_hog.py", 2.0, peak_mb=800.0, tests=1, sys_s=1.8)
+    files["tests/test_hog.py"] = SynthFile("tests/test_hog.py", 2.0, peak_mb=800.0, tests=1, sys_s=1.8,
+                                           own_mb=800.0)
     for i in range(20):
         files[f"tests/test_c{i}.py"] = SynthFile(f"tests/test_c{i}.py", 0.1 + 0.025 * i, peak_mb=1.0, tests=8)
     pool = SynthFixture("cpu_pool", setup_s=2.0, procs=3, mb=476.0)
@@ -165,6 +174,20 @@ def test_compute():  # no system call in the loop (process_time() is one: its ti
 """
 
 
+CHILD = """
+import subprocess, sys
+
+HOLD = "b = bytearray(300 * 2**20); b[::4096] = b'x' * len(b[::4096]); print('ok', flush=True); input()"
+
+def test_child():  # a pool's worth of memory in a child process, as loky's pools hold it
+    p = subprocess.Popen([sys.executable, "-c", HOLD], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    assert p.stdout.readline() == b"ok\\n"
+    import time
+    time.sleep(0.4)  # long enough for the sampler to see it
+    p.communicate(b"\\n")
+"""
+
+
 @pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["serial", "xdist"])
 def test_a_real_run_records_each_files_system_cpu_and_the_plan_prices_faults_from_it(
         tmp_path: Path, workers: list[str]) -> None:
@@ -175,6 +198,7 @@ def test_a_real_run_records_each_files_system_cpu_and_the_plan_prices_faults_fro
 
     (tmp_path / "test_hog.py").write_text(HOG)
     (tmp_path / "test_compute.py").write_text(COMPUTE)
+    (tmp_path / "test_child.py").write_text(CHILD)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_XDIST", "SUITEFIT_"))}
     env.pop("PYTEST_ADDOPTS", None)
     r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", "-p", "no:cacheprovider",
@@ -183,11 +207,13 @@ def test_a_real_run_records_each_files_system_cpu_and_the_plan_prices_faults_fro
     assert r.returncode == 0, r.stdout + r.stderr
     with History(tmp_path / "h.sqlite") as h:
         files = {f.path: f for f in h.files(h.runs(limit=1)[0].id)}
-        hog, compute = files["test_hog.py"], files["test_compute.py"]
+        hog, compute, child = files["test_hog.py"], files["test_compute.py"], files["test_child.py"]
         assert hog.sys_s is not None and compute.sys_s is not None
-        assert hog.peak_mb >= 190
+        assert hog.peak_mb >= 190 and hog.own_mb is not None and hog.own_mb >= 190
+        # the child's memory is the file's peak, not its worker's own growth
+        assert child.peak_mb >= 250 and child.own_mb is not None and child.own_mb < 64
         assert hog.sys_s >= 0.5 * hog.cpu_s and hog.sys_s > 0.02
         assert compute.cpu_s >= 0.05 and compute.sys_s < 0.2 * compute.cpu_s
         cm = build_cost_model(h)
-    assert cm.fault_s_per_mb == pytest.approx(hog.sys_s / hog.peak_mb, rel=0.01)
+    assert cm.fault_s_per_mb == pytest.approx(hog.sys_s / hog.own_mb, rel=0.01)
     assert cm.fault_source.startswith("test_hog.py in run 1:")

@@ -284,12 +284,14 @@ def _files(history: History, run_ids: Sequence[int], last: int,
 
 
 def fault_cost(per: Mapping[tuple[int, str], Sequence[float]],
-               system: Mapping[tuple[int, str], float]) -> tuple[float, str] | None:
+               system: Mapping[tuple[int, str], tuple[float, float]]) -> tuple[float, str] | None:
     """Seconds of the kernel's work a MiB of new memory costs on this machine, and where that
-    was measured: the least system CPU a MiB of peak cost any file that rose ``FAULT_MIN_MB``
-    or more above its worker's baseline (faulting memory in is system time: touching 800 MiB
-    here took 0.63 s of it and 0.09 s of user time; the least bounds it from above, other
-    kernel work only adds). None where no such file's system CPU was recorded.
+    was measured: the least system CPU a MiB any file cost that grew its worker's own process
+    by ``FAULT_MIN_MB`` or more (faulting memory in is system time: touching 800 MiB here took
+    0.63 s of it and 0.09 s of user time; the least bounds it from above, other kernel work
+    only adds). Its own memory, not its children's: their faults are not in the worker's
+    system CPU until they are reaped (scikit-learn's loky pools gave 0.07 ms a MiB). None
+    where no such file recorded both.
 
     Why the plan needs it: on the KVM guests suitefit is developed on, two processes touching
     800 MiB at once took 1.97x as long each as one alone (the host faults a guest's memory one
@@ -297,23 +299,24 @@ def fault_cost(per: Mapping[tuple[int, str], Sequence[float]],
     (benchmarks/bench_faults.py). A worker's CPU sharing (``_slowdown``) does not describe
     that; ``simulate`` charges it where units that touch much memory overlap.
     ``per``: (run, file) -> [wall, cpu, tests, peak MiB, doubtful]; ``system``: (run, file) ->
-    its system CPU, where every row of it recorded one.
+    (system CPU, own growth MiB), where every row of it recorded both.
     """
     best: tuple[float, str] | None = None
     for key, acc in per.items():
-        sys_s = system.get(key)
-        if acc[3] >= FAULT_MIN_MB and sys_s and not acc[4]:
-            rate = sys_s / acc[3]
+        sys_s, own_mb = system.get(key, (0.0, 0.0))
+        if own_mb >= FAULT_MIN_MB and sys_s > 0 and not acc[4]:
+            rate = sys_s / own_mb
             if best is None or rate < best[0]:
-                best = (rate, f"{key[1]} in run {key[0]}: {fmt_s(sys_s)} of system CPU for {fmt_mb(acc[3])}")
+                best = (rate, f"{key[1]} in run {key[0]}: {fmt_s(sys_s)} of system CPU for {fmt_mb(own_mb)}")
     return best
 
 
-def _system_cpu(history: History, run_ids: Sequence[int]) -> dict[tuple[int, str], float]:
-    """(run, file) -> its system CPU, for files whose every row recorded one."""
-    return {(int(r), str(p)): float(s) for r, p, s, n, m in history.execute(
-        f"SELECT run_id, path, SUM(sys_s), COUNT(sys_s), COUNT(*) FROM files WHERE run_id IN ({_q(run_ids)}) "
-        f"GROUP BY run_id, path") if n == m and s is not None}
+def _system_cpu(history: History, run_ids: Sequence[int]) -> dict[tuple[int, str], tuple[float, float]]:
+    """(run, file) -> (its system CPU, its worker's own growth), for files whose every row
+    recorded both."""
+    return {(int(r), str(p)): (float(s), float(o)) for r, p, s, o, n, k, m in history.execute(
+        f"SELECT run_id, path, SUM(sys_s), MAX(own_mb), COUNT(sys_s), COUNT(own_mb), COUNT(*) FROM files "
+        f"WHERE run_id IN ({_q(run_ids)}) GROUP BY run_id, path") if n == m == k and s is not None}
 
 
 def _runs_with_releases(history: History, run_ids: Sequence[int]) -> set[int]:

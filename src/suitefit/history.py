@@ -129,6 +129,7 @@ class FileRecord:
     peak_mb: float  # peak above that baseline
     peak_abs_mb: float
     sys_s: float | None = None  # of cpu_s, the kernel's (page faults above all); None: not recorded
+    own_mb: float | None = None  # of peak_mb, the worker process's own (not its children's); None: not known
 
 
 @dataclass

@@ -136,6 +136,9 @@ _ADDED_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("workers", "collect_s", "REAL"),  # its collection's wall time: what xdist's controller skips
     # its system CPU (the kernel's work for it: page faults above all); NULL before 2026-12-03
     ("files", "sys_s", "REAL"),
+    # the worker process's own growth above its RSS at the file's start (its VmHWM; not its
+    # children's): NULL where clear_refs is refused, and before 2026-12-03
+    ("files", "own_mb", "REAL"),
 )
 
 
@@ -144,7 +147,7 @@ _ADDED_COLUMNS: tuple[tuple[str, str, str], ...] = (
 TEST_COLUMNS = ("run_id", "nodeid", "file", "worker", "seq", "started", "setup_s", "call_s", "teardown_s",
                 "wall_s", "cpu_s", "outcome", "reason")
 FILE_COLUMNS = ("run_id", "path", "worker", "started", "finished", "wall_s", "cpu_s", "tests", "baseline_mb",
-                "peak_mb", "peak_abs_mb", "sys_s")
+                "peak_mb", "peak_abs_mb", "sys_s", "own_mb")
 SAMPLE_COLUMNS = ("run_id", "t", "rss_mb", "pss_mb", "procs")
 EVENT_COLUMNS = ("run_id", "t", "kind", "worker", "nodeid", "detail")  # and its own id
 

@@ -60,11 +60,12 @@ class _Seg:
 class _FileRow:
     """One ``files`` row in the making (a file run in several stretches stays one row)."""
 
-    __slots__ = ("baseline_mb", "cpu_s", "finished", "path", "peak_mb", "started", "sys_s", "tests", "wall_s",
-                 "worker")
+    __slots__ = ("baseline_mb", "cpu_s", "finished", "own_mb", "path", "peak_mb", "started", "sys_s", "tests",
+                 "wall_s", "worker")
 
     def __init__(self, path: str, worker: str, started: float, finished: float, wall_s: float, cpu_s: float,
-                 tests: int, baseline_mb: float, peak_mb: float, sys_s: float | None = None) -> None:
+                 tests: int, baseline_mb: float, peak_mb: float, sys_s: float | None = None,
+                 own_mb: float | None = None) -> None:
         self.path = path
         self.worker = worker
         self.started = started
@@ -72,6 +73,7 @@ class _FileRow:
         self.wall_s = wall_s
         self.cpu_s = cpu_s
         self.sys_s = sys_s
+        self.own_mb = own_mb
         self.tests = tests
         self.baseline_mb = baseline_mb
         self.peak_mb = peak_mb  # absolute
@@ -217,8 +219,10 @@ class Watcher:
                 # children at the end: the last file's teardown may have stopped them.
                 peak = max(peak, hwm + seg.children_mb)
             w.peak_mb = max(w.peak_mb, peak)
+            # the worker's own growth: its exact peak over its own RSS when the file began
+            own = max(0.0, hwm - (seg.baseline_mb - seg.children_mb)) if hwm >= 0 else None
             self._add_file(_FileRow(seg.path, w.name, seg.wall0, wall1, max(0.0, t1 - seg.t0), cpu, tests,
-                                    seg.baseline_mb, peak, sys_s))
+                                    seg.baseline_mb, peak, sys_s, own))
         elif m.kind == "T" and self.journal is not None:
             self.journal.start(w.name, m.fields[1], float(m.fields[0]), self._last_tree(w) or None)
         elif m.kind == "D":
@@ -255,6 +259,7 @@ class Watcher:
             m.wall_s += r.wall_s
             m.cpu_s += r.cpu_s
             m.sys_s = None if m.sys_s is None or r.sys_s is None else m.sys_s + r.sys_s
+            m.own_mb = None if m.own_mb is None or r.own_mb is None else max(m.own_mb, r.own_mb)
             m.tests += r.tests
             if r.peak_mb - r.baseline_mb > m.peak_mb - m.baseline_mb:
                 m.peak_mb, m.baseline_mb = r.peak_mb, r.baseline_mb
@@ -334,8 +339,8 @@ class Watcher:
             h.add_sample_rows(samples)
         if rows:  # FILE_COLUMNS
             h.add_file_rows([(self.run_id, r.path, r.worker, r.started, r.finished, r.wall_s, r.cpu_s, r.tests,
-                              r.baseline_mb, max(0.0, r.peak_mb - r.baseline_mb), r.peak_mb, r.sys_s)
-                             for r in rows])
+                              r.baseline_mb, max(0.0, r.peak_mb - r.baseline_mb), r.peak_mb, r.sys_s,
+                              r.own_mb) for r in rows])
         if final:
             for w in self.workers.values():
                 if w.baseline_mb is not None or w.peak_mb:
