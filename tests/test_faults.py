@@ -125,6 +125,17 @@ def test_a_hog_is_priced_from_its_serial_runs_and_left_out_of_the_cpu_slowdown(t
     assert by["tests/test_hog.py"].wall_s == pytest.approx(0.8)
     assert by["tests/test_hog.py"].peak_mb == pytest.approx(900.0)  # its peak: every recent run's
     assert by["tests/test_c0.py"].wall_s == pytest.approx(1.0)
+    # where faults are not measured (no system CPU or own growth recorded), nothing models
+    # them: the hog stays in the CPU slowdown and is priced from every run, as before
+    blind = {p: replace(f, sys_s=None, own_mb=None) for p, f in {**compute, **hog}.items()}
+    blind_beside = {p: replace(f, sys_s=None, own_mb=None) for p, f in beside.items()}
+    with _history(tmp_path / "blind", [SynthRun(serial.placement, blind),
+                                       SynthRun(two.placement, blind_beside, kind="run")]) as h:
+        cm = build_cost_model(h)
+    assert cm.fault_s_per_mb is None
+    assert cm.slowdown == {2: pytest.approx((3 * 1.2 + 2.0) / (3 * 1.0 + 0.8))}
+    assert {f.path: f for f in cm.files}["tests/test_hog.py"].wall_s == pytest.approx(
+        (0.8 + 2.0 / cm.slowdown[2]) / 2)
 
 
 def _pool_heavy(tmp_path: Path) -> History:

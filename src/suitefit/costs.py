@@ -231,7 +231,8 @@ def _files(history: History, run_ids: Sequence[int], last: int,
         acc[2] += int(tests)
         acc[3] = max(acc[3], peak)
     fault = fault_cost(per, _system_cpu(history, run_ids))
-    slowdown = _slowdown(history, run_ids, per)
+    # with faults modelled, files that touch much memory are priced apart from CPU sharing
+    slowdown = _slowdown(history, run_ids, per, heavy_apart=fault is not None)
     n_of = {int(r[0]): int(r[1] or 0) for r in history.execute(
         f"SELECT id, workers FROM runs WHERE id IN ({_q(run_ids)})")}
     by_path: dict[str, list[tuple[int, list[float]]]] = {}
@@ -256,7 +257,7 @@ def _files(history: History, run_ids: Sequence[int], last: int,
         clean = [r for r in rs if not r[1][4]]
         by_path[path] = (clean or rs)[:last]  # runs where it failed, timed out or crashed: only if no other
         timed[path] = by_path[path]
-        if max(r[1][3] for r in rs) >= FAULT_MIN_MB:
+        if fault is not None and max(r[1][3] for r in rs) >= FAULT_MIN_MB:
             # a file that touches much memory took as long as the faults of what ran beside it
             # made it (``fault_cost``); the plan models those, so its time is its time alone
             # (its peak and what it keeps are still every recent run's)
@@ -375,7 +376,7 @@ def _kept(rows: Sequence[Sequence[Any]], set_up: Sequence[tuple[float, float]],
 
 
 def _slowdown(history: History, run_ids: Sequence[int],
-              per: Mapping[tuple[int, str], list[float]]) -> dict[int, float]:
+              per: Mapping[tuple[int, str], list[float]], heavy_apart: bool = False) -> dict[int, float]:
     """Worker count -> how much longer a file takes than in a serial run on this machine.
 
     Measured, not assumed: per run with n workers, the files' time against the same files'
@@ -395,8 +396,9 @@ def _slowdown(history: History, run_ids: Sequence[int],
     pairs: dict[int, dict[int, list[tuple[float, float]]]] = {}  # n -> run -> (time there, serial)
     for (run_id, path), acc in per.items():
         n = n_of.get(run_id, 0)
-        # files touching much memory: their slowdown is the faults beside them (``fault_cost``)
-        if n >= 2 and path in ref and not acc[4] and acc[3] < FAULT_MIN_MB:
+        # files touching much memory, where faults are modelled: their slowdown is the faults
+        # beside them (``fault_cost``), not CPU sharing
+        if n >= 2 and path in ref and not acc[4] and not (heavy_apart and acc[3] >= FAULT_MIN_MB):
             pairs.setdefault(n, {}).setdefault(run_id, []).append((acc[0], ref[path]))
     out: dict[int, float] = {}
     for n, runs in pairs.items():
