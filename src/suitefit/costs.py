@@ -231,10 +231,10 @@ def _files(history: History, run_ids: Sequence[int], last: int,
         acc[2] += int(tests)
         acc[3] = max(acc[3], peak)
     fault = fault_cost(per, _system_cpu(history, run_ids))
-    # with faults modelled, files that touch much memory are priced apart from CPU sharing
-    slowdown = _slowdown(history, run_ids, per, heavy_apart=fault is not None)
     n_of = {int(r[0]): int(r[1] or 0) for r in history.execute(
         f"SELECT id, workers FROM runs WHERE id IN ({_q(run_ids)})")}
+    # with faults modelled, files that touch much memory are priced apart from CPU sharing
+    slowdown = _slowdown(n_of, per, heavy_apart=fault is not None)
     by_path: dict[str, list[tuple[int, list[float]]]] = {}
     for (run_id, path), acc in per.items():
         # each run's times in a serial run's terms: the planner stretches them per worker count
@@ -375,8 +375,8 @@ def _kept(rows: Sequence[Sequence[Any]], set_up: Sequence[tuple[float, float]],
     return out
 
 
-def _slowdown(history: History, run_ids: Sequence[int],
-              per: Mapping[tuple[int, str], list[float]], heavy_apart: bool = False) -> dict[int, float]:
+def _slowdown(n_of: Mapping[int, int], per: Mapping[tuple[int, str], list[float]],
+              heavy_apart: bool = False) -> dict[int, float]:
     """Worker count -> how much longer a file takes than in a serial run on this machine.
 
     Measured, not assumed: per run with n workers, the files' time against the same files'
@@ -385,9 +385,8 @@ def _slowdown(history: History, run_ids: Sequence[int],
     serial time in workers while the median file ran 1.07x); per n, the median over such
     runs. A file more than 3x faster or slower than serially is left out (a hang, a cache
     the serial run had warm). Needs a serial run and at least 3 files seen in both.
+    ``n_of``: run -> its workers.
     """
-    n_of = {int(r[0]): int(r[1] or 0) for r in history.execute(
-        f"SELECT id, workers FROM runs WHERE id IN ({_q(run_ids)})")}
     serial: dict[str, list[float]] = {}
     for (run_id, path), acc in per.items():
         if n_of.get(run_id, 0) <= 1 and not acc[4]:

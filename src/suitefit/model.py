@@ -165,8 +165,8 @@ class CostModel:
     # measured in runs with workers; None: not yet. No count of workers runs the suite faster
     # than this times its tests
     controller_per_test_s: float | None = None
-    # page faulting: the least system CPU a MiB of a file's peak cost in any recorded run
-    # (``costs.fault_cost``); None: no file touched enough memory to say, or none recorded it
+    # page faulting: the least system CPU a MiB of its worker's own growth cost any file in a
+    # recorded run (``costs.fault_cost``); None: no file grew its worker enough, or none recorded it
     fault_s_per_mb: float | None = None
     fault_source: str = ""  # the file and run it was measured on
     # recent planned runs, newest first: measured peak / predicted peak - 1 (> 0: under-predicted)
