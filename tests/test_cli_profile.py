@@ -423,3 +423,29 @@ def test_a_plan_reads_no_passing_runs_test_rows(tmp_path: Path) -> None:
     assert kept.serial_end_s == scanned.serial_end_s is not None
     assert kept.files == scanned.files
     assert [f.wall_s for f in kept.files if f.path.endswith("test_bad.py")] != [0.0]
+
+
+def test_durations_across_wall_clock_stamps_are_taken_on_the_monotonic_clock(tmp_path: Path) -> None:
+    """The wall clock may be slewed or stepped while a run goes on (NTP; the VM the benchmarks
+    ran on gained 0.5-2.5% on the monotonic clock, which put a 277 s profile's end after its
+    last test at -5.3 s). The run's tests as a whole and a worker's startup are durations on
+    the monotonic clock, whatever the stamps say: here a wall clock gaining half a second a
+    second from the conftest's import on."""
+    from suitefit.costs import build_cost_model
+
+    make_project(tmp_path, {f"test_{i}.py": "import time\n\ndef test_a():\n    time.sleep(0.3)\n"
+                            for i in range(5)})
+    (tmp_path / "conftest.py").write_text(
+        "import time\n\nfrom suitefit import timing\n\n_b = time.time()\n"
+        "timing.wall = lambda: _b + (time.time() - _b) * 1.5\n")
+    res = suitefit("profile", "--", "-q", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    with History(tmp_path / ".suitefit" / "history.sqlite") as h:
+        run = h.runs()[0]
+        first, last = run.meta_dict["tests_span"]
+        assert last - first > 1.5 * 1.5 * 0.95  # the stamps did run fast
+        assert 1.5 <= run.meta_dict["tests_s"] < 1.5 + 0.5
+        (startup,) = [w.startup_s for w in h.workers(run.id)]
+        model = build_cost_model(h)
+    assert startup is not None and 0 < startup + run.meta_dict["tests_s"] < run.meta_dict["command_wall_s"]
+    assert model.serial_end_s is not None and 0 < model.serial_end_s < 2.0

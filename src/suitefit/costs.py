@@ -537,7 +537,7 @@ def _outside(history: History, run_ids: Sequence[int]) -> dict[int, float]:
             n = int(json.loads(plan_text)["workers"])
         except (ValueError, KeyError, TypeError):
             continue
-        by_n.setdefault(n, []).append(command - (span[1] - span[0]))
+        by_n.setdefault(n, []).append(command - span)
     return {n: median(v) for n, v in by_n.items() if v}
 
 
@@ -566,22 +566,29 @@ def _serial_overhead(history: History, run_ids: Sequence[int]) -> tuple[list[flo
         span = spans.get(int(run_id))
         if startup is None or span is None:
             continue
-        out.append(command - float(startup) - (span[1] - span[0]))
+        out.append(max(0.0, command - float(startup) - span))
         took = metas[int(run_id)].get("unconfigure_s")
         if isinstance(took, (int, float)):
             hooks.append(float(took))
     return out, hooks
 
 
-def _tests_spans(history: History, metas: Mapping[int, Mapping[str, Any]]) -> dict[int, tuple[float, float]]:
-    """run -> (its first test's start, its last test's end): from what its session kept in its
-    meta (``tests_span``), else, for a run recorded before it did, from its test rows."""
-    out: dict[int, tuple[float, float]] = {}
+def _tests_spans(history: History, metas: Mapping[int, Mapping[str, Any]]) -> dict[int, float]:
+    """run -> seconds from its first test's start to its last test's end: on the monotonic
+    clock as its session kept it (``tests_s``: a duration across wall-clock stamps is off by
+    however the wall clock was slewed or stepped meanwhile, ``session.monotonic_s``), else,
+    for a run recorded before it did, its stamps' span (``tests_span``, else its test rows)."""
+    out: dict[int, float] = {}
     scan: list[int] = []
     for run_id, meta in metas.items():
         try:
+            out[run_id] = float(meta["tests_s"])
+            continue
+        except (ValueError, TypeError, KeyError):
+            pass
+        try:
             first, last = meta["tests_span"]
-            out[run_id] = (float(first), float(last))
+            out[run_id] = float(last) - float(first)
         except (ValueError, TypeError, KeyError):  # not kept (older runs, none run): read the rows
             scan.append(run_id)
     if scan:
@@ -589,7 +596,7 @@ def _tests_spans(history: History, metas: Mapping[int, Mapping[str, Any]]) -> di
                 f"SELECT run_id, MIN(started), MAX(started + wall_s) FROM tests WHERE run_id IN ({_q(scan)}) "
                 f"GROUP BY run_id"):
             if first is not None and last is not None:
-                out[int(run_id)] = (float(first), float(last))
+                out[int(run_id)] = float(last) - float(first)
     return out
 
 

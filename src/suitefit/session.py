@@ -66,6 +66,7 @@ class RunSide:
         self.distributed = distributed
         self.cpu0 = timing.cpu_seconds()
         self.t0 = timing.perf_counter()
+        self.wall0 = timing.wall()
         from suitefit.measure.proctree import cpu_ticks
 
         self.ticks0 = cpu_ticks()  # the machine's: how much of its CPU the host took during the run
@@ -253,6 +254,7 @@ class RunSide:
             self.control.finish()
         self.leftovers.finish(workers=self.worker_pids.values())
         wall = timing.perf_counter() - self.t0
+        wall_clock_s = timing.wall() - self.wall0
         cpu = timing.cpu_seconds() - self.cpu0
         h = self.history
         counts: dict[str, int] = {}
@@ -305,8 +307,9 @@ class RunSide:
             peak_procs=peaks.peak_procs or None,
             secs_above=peaks.secs_above,
         )
-        # tests_span: what the next plans read of this run's tests as a whole, kept here so that
-        # they need not scan its rows again (50,000 a run, 20 runs read per plan)
+        # tests_s: what the next plans read of this run's tests as a whole, kept here so that
+        # they need not scan its rows again (50,000 a run, 20 runs read per plan); tests_span:
+        # its first start and last end, wall-clock stamps as every row's
         # xdist's controller grows with the run (pytest keeps every report: ~7 KiB a test,
         # 75 -> 435 MiB over 50,000 tests, as much without suitefit): its own peak, for the
         # next plans' fixed memory
@@ -325,6 +328,7 @@ class RunSide:
                          samples=peaks.samples, outcomes=outcomes,
                          host_steal=None if steal is None else round(steal, 4),
                          tests_span=span if n_tests else None,
+                         tests_s=round(monotonic_s(span[1] - span[0], wall, wall_clock_s), 3) if n_tests else None,
                          controller_mb=round(controller_mb, 1) if controller_mb else None,
                          controller_cpu_s=None if controller_cpu_s is None else round(controller_cpu_s, 3))
 
@@ -657,3 +661,17 @@ def unconfigure(config: pytest.Config) -> None:
         side.close_progress()
     if side is not None and side.closing is not None:
         side.closing.say(side.exitstatus if side.exitstatus is not None else 4)
+
+
+def monotonic_s(wall_clock_s: float, monotonic_ref_s: float, wall_clock_ref_s: float) -> float:
+    """A duration between two of the history's wall-clock stamps, on the monotonic clock.
+
+    Stamps are wall-clock time so that every process's rows line up, and that clock may be
+    slewed or stepped while a run goes on (NTP; on the VM these benchmarks ran on it gained
+    0.5-2.5% on the monotonic clock, 7 s over a 277 s profile, which made the profile's end
+    after its last test -5.3 s). The run's own span on both clocks gives the rate; one under
+    a second is left as it is.
+    """
+    if monotonic_ref_s < 1.0 or wall_clock_ref_s <= 0:
+        return wall_clock_s
+    return wall_clock_s * monotonic_ref_s / wall_clock_ref_s

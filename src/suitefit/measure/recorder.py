@@ -171,6 +171,9 @@ class WorkerRecorder:
         # and every startup measured from it would be)
         age = proctree.age_s(self.pid)
         self._started = timing.wall() - age if age is not None else proctree.create_time(self.pid)
+        # the startup, a duration, on the monotonic clock (the wall clock may be slewed meanwhile)
+        self._started_mono = timing.monotonic() - age if age is not None else None
+        self._first_mono: float | None = None
         self._collect_s: float | None = None
         self.channel.send("H", self.worker, self.pid)
 
@@ -383,6 +386,7 @@ class WorkerRecorder:
     def _open_segment(self, path: str, now: float) -> None:
         if self._first_test is None:
             self._first_test = now
+            self._first_mono = timing.monotonic()
             if self.reap_grace_s is not None:  # what runs before the first test is no test's
                 self._known.update(proctree.tree(self.pid)[1:])
         # The exact peak of this process comes from its VmHWM, reset here; its RSS right
@@ -447,7 +451,9 @@ class WorkerRecorder:
                 s.rec.autouse = s.rec.name in self._autouse
             self.history.add_fixtures([s.rec for s in self._fixtures.values()])
         startup = None
-        if self._first_test is not None and self._started is not None:
+        if self._first_mono is not None and self._started_mono is not None:
+            startup = self._first_mono - self._started_mono
+        elif self._first_test is not None and self._started is not None:
             startup = self._first_test - self._started
         # baseline and peak memory are the sampler process's; it adds them after "D"
         self.history.upsert_worker(
