@@ -150,7 +150,7 @@ def plan_line(log: Path) -> str:
     return " | ".join(keep)
 
 
-_PRED = re.compile(r"suitefit: plan: (\d+) worker\(s\), predicted wall ([\d.]+) (ms|s), "
+_PRED = re.compile(r"suitefit: plan: (\d+) worker\(s\), predicted wall ([\d.]+) (ms|s)(?: \([^)]*\))?, "
                    r"peak ([\d.]+) (MiB|GiB)")
 
 

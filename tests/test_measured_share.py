@@ -29,7 +29,7 @@ def test_first_run_says_its_prediction_is_a_guess(tmp_path: Path) -> None:
     assert "nothing measured yet: all 3 file(s) at a default cost" in plan.stdout
     d = json.loads(suitefit("plan", "--json", cwd=tmp_path).stdout)
     assert d["measured"] == {"files": 0, "planned": 3, "measured_s": 0.0, "work_s": d["measured"]["work_s"],
-                             "runs": 0}
+                             "runs": 0, "contention_unknown": d["workers"] >= 2}
 
     run = suitefit("run", "--", "-q", cwd=tmp_path)
     assert run.returncode == 0, run.stderr
@@ -63,10 +63,34 @@ def test_partial_history_says_how_much_is_measured(tmp_path: Path) -> None:
     assert out.count("3/4 files measured") == 2, out  # the plan line and the closing line
 
 
+def test_a_wall_that_assumes_no_contention_says_so_until_a_run_with_workers_measured_it(tmp_path: Path) -> None:
+    """After a serial profile, how much workers slow each other here is not known: the first
+    plan with workers predicts as if not at all (scipy.sparse on 2 CPUs: 138 s predicted, 213 s
+    taken, the files 1.57x slower side by side) and says so where the prediction is shown; the
+    plan after that run has measured it and says nothing."""
+    _project(tmp_path, 4)
+    assert suitefit("profile", "--", "-q", cwd=tmp_path).returncode == 0
+    said = "if workers do not slow each other: no run with workers measured yet"
+    plan = suitefit("plan", "--workers", "2", cwd=tmp_path)
+    assert f"wall {plan.stdout.split('predicted: wall ', 1)[1].split(' ', 2)[0]} s ({said})" in plan.stdout, plan.stdout
+    assert suitefit("plan", "--workers", "1", cwd=tmp_path).stdout.count(said) == 0
+    first = suitefit("run", "--workers", "2", "--", "-q", cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    out = first.stdout + first.stderr
+    assert out.count(said) == 2, out  # the plan line and the closing line
+    assert re.search(r"suitefit: plan: 2 worker\(s\), predicted wall [\d.]+ m?s \(" + re.escape(said) + r"\), peak", out)
+    html = suitefit("report", "-o", "-", cwd=tmp_path).stdout
+    assert said in html
+    again = suitefit("run", "--workers", "2", "--", "-q", cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert said not in again.stdout + again.stderr
+    assert "measured slowdown against a serial run: 2 workers" in suitefit("plan", "--workers", "2", cwd=tmp_path).stdout
+
+
 def test_measured_round_trips_in_the_plan_json() -> None:
     from suitefit.model import Budget
 
-    m = Measured(files=2, planned=5, measured_s=3.0, work_s=4.0, runs=1)
+    m = Measured(files=2, planned=5, measured_s=3.0, work_s=4.0, runs=1, contention_unknown=True)
     p = Plan(workers=1, units=(), budget=Budget(1000.0, 2), predicted_wall_s=1.0, predicted_peak_mb=1.0,
              reasons=(), measured=m)
     assert Plan.from_json(json.loads(json.dumps(p.to_json()))).measured == m

@@ -331,6 +331,9 @@ class Measured:
     measured_s: float  # predicted work of the measured files
     work_s: float  # predicted work of all planned files
     runs: int = 0  # recorded runs the measurements come from
+    # the plan runs workers side by side and no run with workers has measured how much they
+    # slow each other on this machine: its wall is a floor (scipy.sparse: 138 s for 213 s)
+    contention_unknown: bool = False
 
     @classmethod
     def of(cls, plan: Plan, costs: CostModel) -> Measured:
@@ -339,12 +342,14 @@ class Measured:
         known = [by_path[f] for f in files if f in by_path and by_path[f].measured]
         work = sum(by_path[f].wall_s for f in files if f in by_path)
         return cls(files=len(known), planned=len(files), measured_s=sum(fc.wall_s for fc in known),
-                   work_s=work, runs=costs.runs_used)
+                   work_s=work, runs=costs.runs_used,
+                   contention_unknown=plan.workers >= 2 and not any(n >= 2 for n in costs.slowdown))
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> Measured:
         return cls(files=int(d["files"]), planned=int(d["planned"]), measured_s=float(d["measured_s"]),
-                   work_s=float(d["work_s"]), runs=int(d.get("runs", 0)))
+                   work_s=float(d["work_s"]), runs=int(d.get("runs", 0)),
+                   contention_unknown=bool(d.get("contention_unknown", False)))
 
     @property
     def share(self) -> float:
@@ -372,8 +377,14 @@ class Measured:
 
 
 def predicted(plan: Plan, what: str, value: str) -> str:
-    """A prediction as the user should read it: "predicted wall 29.0 s", or "guessed ..." without measurements."""
+    """A prediction as the user should read it: "predicted wall 29.0 s", or "guessed ..." without
+    measurements, or a wall that assumes workers do not slow each other where none was measured."""
     m = plan.measured
     if m is not None and m.nothing:
         return f"guessed {what} {value} (nothing measured yet)"
+    if m is not None and m.contention_unknown and what == "wall":
+        return f"predicted {what} {value} ({CONTENTION_UNKNOWN})"
     return f"predicted {what} {value}"
+
+
+CONTENTION_UNKNOWN = "if workers do not slow each other: no run with workers measured yet"

@@ -19,7 +19,7 @@ from typing import Any, TextIO
 from suitefit.errors import SuitefitError
 from suitefit.exits import EXIT_FAILED, EXIT_OK, explain_exit
 from suitefit.history import History
-from suitefit.model import Plan
+from suitefit.model import CONTENTION_UNKNOWN, Plan
 from suitefit.steal import notable
 from suitefit.units import fmt_mb, fmt_s
 
@@ -101,11 +101,12 @@ class RunClose:
                   f"(nothing measured yet)\n")
         else:
             basis = "" if m is None or m.complete else f"; {m.words()}"
+            contention = f" {CONTENTION_UNKNOWN}" if m is not None and m.contention_unknown else ""
             stolen = run.meta_dict.get("host_steal")
             if notable(stolen):
                 basis += f"; the host took {stolen:.0%} of the CPU time (steal)"
             write(f"suitefit: run {self.run_id}: command {command} from `suitefit run` to now "
-                  f"(predicted {fmt_s(p.predicted_wall_s)}), session {session}, "
+                  f"(predicted {fmt_s(p.predicted_wall_s)}{contention}), session {session}, "
                   f"peak {fmt_mb(run.peak_rss_mb)} (predicted {fmt_mb(p.predicted_peak_mb)}, "
                   f"budget {fmt_mb(p.budget.memory_mb)}){basis}\n")
         for line in self.lines:

@@ -14,7 +14,7 @@ from suitefit.budget import detect_budget
 from suitefit.config import load_config
 from suitefit.costs import load_costs_or_discover
 from suitefit.errors import SuitefitError
-from suitefit.model import Measured, Plan
+from suitefit.model import CONTENTION_UNKNOWN, Measured, Plan
 from suitefit.plan import make_plan, plan_shards
 from suitefit.units import fmt_mb, fmt_s
 
@@ -40,7 +40,8 @@ def _print_plan(console: Any, plan: Plan, show_all: bool) -> None:
     b = plan.budget
     nothing = plan.measured is not None and plan.measured.nothing
     said = "guessed (nothing measured yet)" if nothing else "predicted"
-    console.print(f"{said}: wall {fmt_s(plan.predicted_wall_s)}, peak {fmt_mb(plan.predicted_peak_mb)} of a {fmt_mb(b.memory_mb)} budget "
+    unknown = f" ({CONTENTION_UNKNOWN})" if plan.measured is not None and plan.measured.contention_unknown else ""
+    console.print(f"{said}: wall {fmt_s(plan.predicted_wall_s)}{unknown}, peak {fmt_mb(plan.predicted_peak_mb)} of a {fmt_mb(b.memory_mb)} budget "
                   f"({fmt_mb(plan.headroom_mb)} of it headroom), {plan.workers} worker(s)", highlight=False, markup=False)
     if plan.measured is not None:
         console.print(f"measured: {plan.measured.words()}", highlight=False, markup=False)

@@ -16,6 +16,7 @@ from html import escape
 from typing import Any
 
 from suitefit import __version__
+from suitefit.model import CONTENTION_UNKNOWN
 from suitefit.report import svg
 from suitefit.report.markdown import outcome_text
 from suitefit.report.queries import (
@@ -382,6 +383,8 @@ def _plan(v: RunView) -> str:
         pairs.append(("shard", f"{p.shard[0]} of {p.shard[1]}"))
     if p.measured is not None:
         pairs.append(("predictions based on", p.measured.words()))
+        if p.measured.contention_unknown:
+            pairs.append(("predicted wall", CONTENTION_UNKNOWN))
     out = [f'<div class="chartbox">{bars}</div>', _kv(pairs)]
     if p.measured is not None and p.measured.nothing:
         out.insert(0, _note("Nothing was measured when this plan was made: its predicted wall and peak "
