@@ -330,7 +330,8 @@ def test_a_process_start_is_timed_on_the_clock_its_tests_are(tmp_path: Path) -> 
         first = min(t.started for t in h.tests(1))
     assert w.started is not None and w.startup_s is not None
     assert before - 0.02 <= w.started <= first <= time.time()
-    assert w.startup_s == pytest.approx(first - w.started)
+    # the same interval, on the monotonic clock (read a few microseconds apart from the stamps)
+    assert w.startup_s == pytest.approx(first - w.started, abs=0.005)
 
 
 @pytest.mark.parametrize("pair", [None, pytest.param(OLDEST, marks=pytest.mark.slow, id="oldest")],
@@ -443,8 +444,9 @@ def test_durations_across_wall_clock_stamps_are_taken_on_the_monotonic_clock(tmp
     with History(tmp_path / ".suitefit" / "history.sqlite") as h:
         run = h.runs()[0]
         first, last = run.meta_dict["tests_span"]
-        assert last - first > 1.5 * 1.5 * 0.95  # the stamps did run fast
         assert 1.5 <= run.meta_dict["tests_s"] < 1.5 + 0.5
+        # the stamps did run fast: the last test's own duration is the monotonic clock's
+        assert last - first > 1.3 * run.meta_dict["tests_s"]
         (startup,) = [w.startup_s for w in h.workers(run.id)]
         model = build_cost_model(h)
     assert startup is not None and 0 < startup + run.meta_dict["tests_s"] < run.meta_dict["command_wall_s"]

@@ -328,9 +328,17 @@ class RunSide:
                          samples=peaks.samples, outcomes=outcomes,
                          host_steal=None if steal is None else round(steal, 4),
                          tests_span=span if n_tests else None,
-                         tests_s=round(monotonic_s(span[1] - span[0], wall, wall_clock_s), 3) if n_tests else None,
+                         tests_s=self._tests_s(span[0], wall, wall_clock_s) if n_tests else None,
                          controller_mb=round(controller_mb, 1) if controller_mb else None,
                          controller_cpu_s=None if controller_cpu_s is None else round(controller_cpu_s, 3))
+
+    def _tests_s(self, first: float, monotonic_ref_s: float, wall_clock_ref_s: float) -> float:
+        """From the first test's start to the last one's end, on the monotonic clock: the stamps'
+        part brought to it (``monotonic_s``), the last test's own duration as it was timed."""
+        started, took = self.history.execute(
+            "SELECT started, wall_s FROM tests WHERE run_id = ? ORDER BY started + wall_s DESC LIMIT 1",
+            [self.run_id])[0]
+        return round(monotonic_s(started - first, monotonic_ref_s, wall_clock_ref_s) + took, 3)
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         write_summary(terminalreporter, self.history, self.run_id)
