@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 from dataclasses import replace
 
 import pytest
@@ -222,6 +223,30 @@ def test_a_file_that_would_be_the_long_pole_runs_as_chunks() -> None:
     whole = make_plan(_costs([FileCost("tests/test_big.py", 40.0, 10.0, tests=1), *_files(6, wall=2.0)]),
                       Budget(8000, 4))
     assert all(u.chunk is None for u in whole.units)
+
+
+def test_chunks_are_cut_where_the_files_time_is_shared_equally() -> None:
+    # scipy.sparse's test_lobpcg.py: the last fifth of its tests holds half its time. Cut at
+    # equal counts, its second half is 3x its first; cut by its measured time, as even as its
+    # tests allow, and the plan's chunk times are what the cut holds.
+    from suitefit.plan.chunks import share_at
+
+    shares = tuple(0.5 * i / 48 if i <= 48 else 0.5 + 0.5 * (i - 48) / 16 for i in range(65))
+    big = FileCost("tests/test_big.py", 40.0, 10.0, tests=100, time_shares=shares)
+    plan = make_plan(_costs([big, *_files(1, wall=1.0)], startup=0.5), Budget(8000, 2))
+    chunks = sorted((u for u in plan.units if u.files == ("tests/test_big.py",)), key=lambda u: u.chunk or (0, 0))
+    assert [u.chunk for u in chunks] == [(1, 2), (2, 2)]
+    assert chunks[0].span is not None and chunks[1].span is not None
+    assert chunks[0].span[0] == 0.0 and chunks[0].span[1] == chunks[1].span[0] and chunks[1].span[1] == 1.0
+    assert 0.7 < chunks[0].span[1] < 0.8  # 75 tests hold half the time
+    assert [u.wall_s for u in chunks] == pytest.approx([20.0, 20.0], abs=0.5)
+    assert [u.wall_s for u in chunks] == pytest.approx(
+        [40.0 * share_at(shares, chunks[0].span[1]), 40.0 * (1 - share_at(shares, chunks[0].span[1]))])
+    assert any("cut where its measured time is shared equally" in r for r in plan.reasons)
+    # without the shape: equal counts, as before (and no span: the count cut at run time)
+    even = make_plan(_costs([replace(big, time_shares=()), *_files(1, wall=1.0)], startup=0.5), Budget(8000, 2))
+    assert [u.span for u in even.units if u.files == ("tests/test_big.py",)] == [None, None]
+    assert Plan.from_json(json.loads(json.dumps(plan.to_json()))).units == plan.units
 
 
 def test_workers_stop_where_xdists_controller_cannot_take_in_reports_faster() -> None:

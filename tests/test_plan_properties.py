@@ -3,15 +3,26 @@
 from __future__ import annotations
 
 from collections import Counter
+from itertools import pairwise
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from suitefit.costs import SHARE_POINTS
 from suitefit.model import Budget, CostModel, FileCost, FixtureCost, WorkerCost
 from suitefit.plan import hash_shard, make_plan, plan_shards, shard_split
+from suitefit.plan.chunks import cut_points
+from suitefit.plan.core import chunk_of
 from suitefit.plan.grouping import find_groups
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@st.composite
+def time_shares(draw: st.DrawFn) -> tuple[float, ...]:
+    """Where a file's time lies along its tests: any non-decreasing 0 ... 1 (a test may hold it all)."""
+    inner = sorted(draw(st.lists(st.floats(0, 1), min_size=SHARE_POINTS - 1, max_size=SHARE_POINTS - 1)))
+    return (0.0, *inner, 1.0)
 
 
 @st.composite
@@ -28,7 +39,8 @@ def cost_models(draw: st.DrawFn, measured: bool | None = None) -> CostModel:
     for i in range(n):
         fx = tuple(sorted(draw(st.sets(st.sampled_from(fx_names), max_size=2)))) if fx_names else ()
         files.append(FileCost(f"tests/d{i % 3}/test_{i}.py", wall_s=draw(st.floats(0, 20)),
-                              peak_mb=draw(st.floats(0, 1500)), fixtures=fx, tests=draw(st.integers(0, 8))))
+                              peak_mb=draw(st.floats(0, 1500)), fixtures=fx, tests=draw(st.integers(0, 8)),
+                              time_shares=draw(time_shares()) if draw(st.booleans()) else ()))
     paths = [f.path for f in files]
     groups: dict[str, tuple[str, ...]] = {}
     pool = draw(st.permutations(paths))
@@ -93,6 +105,24 @@ def test_plan_invariants(data: st.DataObject) -> None:
             assert any(r.startswith(f"{u.name}:") for r in plan.reasons)
     # the budget is respected, or a warning names the unit that runs alone
     assert plan.predicted_peak_mb <= budget.memory_mb + 1e-6 or plan.warnings
+
+
+@SETTINGS
+@given(st.data())
+def test_chunks_cut_by_time_cover_the_file_once_whatever_was_collected(data: st.DataObject) -> None:
+    # the cut is made on the history's count of tests; the run cuts what it collected, which
+    # may be more or fewer (tests added, -k): every test still runs in exactly one chunk
+    tests = data.draw(st.integers(2, 400))
+    m = data.draw(st.integers(2, min(tests, 16)))
+    shares = data.draw(time_shares())
+    cuts = cut_points(tests, m, shares)
+    assert cuts[0] == 0 and cuts[-1] == tests and all(a < b for a, b in pairwise(cuts))
+    spans = [(lo / tests, hi / tests) for lo, hi in pairwise(cuts)]
+    collected = list(range(data.draw(st.integers(0, 500))))
+    parts = [chunk_of(collected, (k, m), span) for k, span in enumerate(spans, start=1)]
+    assert [i for p in parts for i in p] == collected
+    if len(collected) == tests:
+        assert [len(p) for p in parts] == [hi - lo for lo, hi in pairwise(cuts)]
 
 
 @SETTINGS

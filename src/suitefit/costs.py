@@ -281,7 +281,58 @@ def _files(history: History, run_ids: Sequence[int], last: int,
             trusted=not clean_missing(rs),
             kept_mb=median(ks) if (ks := [kept[(r[0], path)] for r in rs if (r[0], path) in kept]) else 0.0,
         )
+    work = sum(f.wall_s for f in out.values())
+    long = {path for path, fc in out.items() if fc.tests >= 2 and fc.wall_s >= work / SHAPED_SHARE}
+    on_one = _on_one_worker([r for r in rows if r[2] in long])
+    shares = _time_shares(history, {
+        path: next((r[0] for r in by_path[path] if (r[0], path) in on_one), None) for path in long})
+    for path, sh in shares.items():
+        out[path] = replace(out[path], time_shares=sh)
     return out, used, slowdown, fault
+
+
+SHAPED_SHARE = 128  # files holding 1/128 of the work or more: what a chunk could be cut from
+SHARE_POINTS = 64  # a file's time shares at this many count fractions (and 0)
+
+
+def _on_one_worker(rows: Sequence[Sequence[Any]]) -> set[tuple[int, str]]:
+    """(run, file) where the file's tests ran on one worker, in their collection order (not
+    as chunks on several), from the files rows (run, worker, path, ...)."""
+    workers: dict[tuple[int, str], set[str]] = {}
+    for r in rows:
+        workers.setdefault((int(r[0]), str(r[2])), set()).add(str(r[1]))
+    return {k for k, ws in workers.items() if len(ws) == 1}
+
+
+def _time_shares(history: History, run_of: Mapping[str, int | None]) -> dict[str, tuple[float, ...]]:
+    """file -> the share of its time spent by each count fraction i/SHARE_POINTS of its tests,
+    from the run given for it (its newest recent run where it ran whole on one worker): where
+    a chunk is cut (``plan.chunks``). One read of those files' tests per run."""
+    by_run: dict[int, list[str]] = {}
+    for path, run_id in run_of.items():
+        if run_id is not None:
+            by_run.setdefault(run_id, []).append(path)
+    times: dict[str, list[float]] = {}
+    for run_id, paths in by_run.items():
+        for file, wall in history.execute(
+                f"SELECT file, wall_s FROM tests WHERE run_id = ? AND file IN ({','.join('?' * len(paths))}) "
+                f"ORDER BY seq", [run_id, *paths]):
+            times.setdefault(str(file), []).append(max(0.0, float(wall or 0.0)))
+    out: dict[str, tuple[float, ...]] = {}
+    for path, ts in times.items():
+        total, n = sum(ts), len(ts)
+        if n < 2 or total <= 0:
+            continue
+        prefix = [0.0]
+        for t in ts:
+            prefix.append(prefix[-1] + t)
+        shares = []
+        for i in range(SHARE_POINTS + 1):
+            p = i * n / SHARE_POINTS
+            j = min(int(p), n - 1)
+            shares.append(min(1.0, (prefix[j] + (p - j) * ts[j]) / total))
+        out[path] = tuple(shares)
+    return out
 
 
 def fault_cost(per: Mapping[tuple[int, str], Sequence[float]],

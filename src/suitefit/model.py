@@ -36,6 +36,9 @@ class FileCost:
     # memory its worker still holds after it (caches, imported modules, globals): the next
     # file's baseline less its own, less the persistent fixtures it set up; signed
     kept_mb: float = 0.0
+    # where its time lies along its tests, in collection order: the share of its time spent by
+    # each count fraction i/(len-1) of its tests (0.0 ... 1.0); () where not known (even)
+    time_shares: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -211,6 +214,9 @@ class Unit:
     last_s: float = 0.0  # predicted duration of its last test (xdist holds it until a next unit)
     chunk: tuple[int, int] | None = None  # (k, n): only the k-th of n slices of its one file's tests
     kept_mb: float = 0.0  # what its worker still holds after it (its files' kept_mb; signed)
+    # a chunk's slice as fractions of its file's collected tests, cut where the history puts
+    # equal shares of the file's time; None: the k-th of n slices of equal count
+    span: tuple[float, float] | None = None
 
 
 @dataclass(frozen=True)
@@ -271,6 +277,7 @@ class Plan:
                 last_s=float(u.get("last_s", 0.0)),
                 chunk=(int(u["chunk"][0]), int(u["chunk"][1])) if u.get("chunk") else None,
                 kept_mb=float(u.get("kept_mb", 0.0)),
+                span=(float(u["span"][0]), float(u["span"][1])) if u.get("span") else None,
             )
             for u in d["units"]
         )

@@ -108,7 +108,7 @@ class RunControl:
         last_of: dict[str, int] = {}
         for name in sim.placement.get("main", ()):
             u = sim.units[name]
-            idx = chunk_of(by_file.get(u.files[0], []), u.chunk) if u.chunk is not None else \
+            idx = chunk_of(by_file.get(u.files[0], []), u.chunk, u.span) if u.chunk is not None else \
                 [i for f in u.files for i in by_file.get(f, [])]
             order += idx
             if idx:

@@ -243,7 +243,7 @@ class SuitefitScheduling:
         if unit.name in self._explicit:
             return self._explicit.pop(unit.name)
         if unit.chunk is not None:
-            return chunk_of(self._by_file.get(unit.files[0], []), unit.chunk)
+            return chunk_of(self._by_file.get(unit.files[0], []), unit.chunk, unit.span)
         return [i for f in unit.files for i in self._by_file.get(f, [])]
 
     def _ask_all(self) -> None:

@@ -60,10 +60,18 @@ DEFAULT_WALL_S = 1.0
 DEFAULT_PEAK_MB = 50.0
 
 
-def chunk_of(indices: list[int], chunk: tuple[int, int] | None) -> list[int]:
-    """The k-th of n contiguous slices of a file's tests (as even as the count allows)."""
+def chunk_of(indices: list[int], chunk: tuple[int, int] | None,
+             span: tuple[float, float] | None = None) -> list[int]:
+    """A chunk's contiguous slice of its file's tests: the fractions ``span`` of them (cut
+    where the history put equal shares of the file's time), else the k-th of n slices of
+    equal count. Neighbouring chunks share a boundary value, so they cover the file once."""
     if chunk is None:
         return indices
+    if span is not None:
+        n = len(indices)
+        lo = 0 if span[0] <= 0 else round(span[0] * n)
+        hi = n if span[1] >= 1 else round(span[1] * n)
+        return indices[lo:hi]
     k, n = chunk
     size, extra = divmod(len(indices), n)
     lo = (k - 1) * size + min(k - 1, extra)

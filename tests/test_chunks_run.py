@@ -1,0 +1,53 @@
+"""A long file split into chunks where its measured time is shared equally, watched in a real run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from clihelp import json_out, suitefit
+
+from suitefit.costs import build_cost_model
+from suitefit.history import History
+
+BIG = (
+    "import time\n\nimport pytest\n\n\n"
+    "@pytest.mark.parametrize('i', range(20))\n"
+    "def test_x(i):\n"
+    "    time.sleep(0.3 if i >= 15 else 0.02)\n"
+)
+
+
+def test_a_file_whose_time_lies_in_its_last_tests_is_cut_by_time_not_by_count(tmp_path: Path) -> None:
+    # 20 tests, the last 5 hold 1.5 of its 1.8 s. Cut at equal counts, one worker would get
+    # tests 0-9 (0.2 s) and the other 10-19 (1.6 s); cut where the profile put half its time,
+    # each gets about 0.9 s: the slow tests are shared.
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "pyproject.toml").write_text('[tool.pytest.ini_options]\ntestpaths = ["tests"]\n')
+    (tmp_path / "tests" / "test_big.py").write_text(BIG)
+    (tmp_path / "tests" / "test_small.py").write_text("import time\n\ndef test_s():\n    time.sleep(0.05)\n")
+    assert suitefit("profile", "--", "-q", "-p", "no:cacheprovider", cwd=tmp_path).returncode == 0
+    path = tmp_path / ".suitefit" / "history.sqlite"
+    with History(path) as h:
+        (big,) = [f for f in build_cost_model(h).files if f.path == "tests/test_big.py"]
+    assert big.tests == 20 and len(big.time_shares) > 2
+    assert big.time_shares[0] == 0.0 and big.time_shares[-1] == 1.0
+    # three quarters of the tests hold a sixth of the time
+    assert big.time_shares[(len(big.time_shares) - 1) * 3 // 4] < 0.3
+
+    plan = json_out(suitefit("plan", "--json", "--workers", "2", cwd=tmp_path))
+    spans = sorted(tuple(u["span"]) for u in plan["units"] if u["files"] == ["tests/test_big.py"])
+    assert len(spans) == 2 and spans[0][0] == 0.0 and spans[0][1] == spans[1][0] and spans[1][1] == 1.0
+    assert 0.8 <= spans[0][1] <= 0.9  # cut at test 16-18 of 20, not at 10
+
+    res = suitefit("run", "--workers", "2", "--", "-q", "-p", "no:cacheprovider", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    with History(path) as h:
+        run = h.runs(limit=1)[0]
+        rows = h.execute("SELECT worker, nodeid FROM tests WHERE run_id = ? AND file = 'tests/test_big.py'",
+                         [run.id])
+    assert len(rows) == 20
+    slow_on: dict[str, int] = {}
+    for worker, nodeid in rows:
+        slow_on.setdefault(worker, 0)
+        slow_on[worker] += int(nodeid.split("[")[1].rstrip("]")) >= 15
+    assert sorted(slow_on.values()) in ([2, 3], [1, 4]), slow_on
