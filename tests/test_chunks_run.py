@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 from clihelp import json_out, suitefit
@@ -9,6 +11,7 @@ from clihelp import json_out, suitefit
 from suitefit.costs import build_cost_model
 from suitefit.history import History
 
+BENCH = Path(__file__).resolve().parent.parent / "benchmarks" / "bench_chunks.py"
 BIG = (
     "import time\n\nimport pytest\n\n\n"
     "@pytest.mark.parametrize('i', range(20))\n"
@@ -51,3 +54,14 @@ def test_a_file_whose_time_lies_in_its_last_tests_is_cut_by_time_not_by_count(tm
         slow_on.setdefault(worker, 0)
         slow_on[worker] += int(nodeid.split("[")[1].rstrip("]")) >= 15
     assert sorted(slow_on.values()) in ([2, 3], [1, 4]), slow_on
+
+    # the benchmark reads the same cuts back from a run's own test times: by time, the two
+    # chunks are within a test of each other; by count, one holds 1.6 of the 1.8 s
+    bench = subprocess.run([sys.executable, str(BENCH), str(path), "--check", "1", "--cpus", "2"],
+                           capture_output=True, text=True, timeout=60)
+    assert bench.returncode == 0, bench.stderr
+    lines = bench.stdout.splitlines()
+    assert lines[0].startswith("equal counts: 2 workers") and "equal time shares: 2 workers" in bench.stdout
+    by_count, by_time = (float(ln.rsplit("the longest ", 1)[1].split("x")[0]) for ln in lines
+                         if "tests/test_big.py: 2 chunks" in ln)
+    assert by_count > 1.6 and by_time < 1.25, bench.stdout
