@@ -20,7 +20,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from suitefit.costs import build_cost_model
+from suitefit.costs import _chunked_in, build_cost_model
 from suitefit.history import History
 from suitefit.model import Budget, Plan
 from suitefit.plan import make_plan
@@ -29,7 +29,11 @@ from suitefit.plan.simulate import simulate
 
 
 def run_test_times(db: Path, run_id: int, path: str) -> list[float] | None:
-    """A file's test times in run order, where it ran whole on one worker in ``run_id``."""
+    """A file's test times in run order, where it ran whole on one worker in ``run_id`` (not
+    as chunks: their order on a worker is not the file's)."""
+    with History(db, create=False) as h:
+        if (run_id, path) in _chunked_in(h, [run_id]):
+            return None
     with sqlite3.connect(db) as c:
         rows = c.execute("SELECT worker, wall_s FROM tests WHERE run_id = ? AND file = ? ORDER BY seq",
                          [run_id, path]).fetchall()
@@ -69,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
         costs = build_cost_model(h)
     flat = replace(costs, files=tuple(replace(f, time_shares=()) for f in costs.files))
     budget = Budget(1e9, a.cpus, workers=a.cpus)
-    for name, model in (("equal counts", flat), ("equal time shares", costs)):
+    for name, model in (("equal counts", flat), ("by time, as planned", costs)):
         plan = make_plan(model, budget)
         checked, shown = with_recorded_chunks(plan, a.history, a.check)
         kw = dict(startup_s=0.0, baseline_mb=plan.baseline_mb, budget_mb=None, slow=plan.slow,

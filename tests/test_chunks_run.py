@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -54,14 +55,29 @@ def test_a_file_whose_time_lies_in_its_last_tests_is_cut_by_time_not_by_count(tm
         slow_on.setdefault(worker, 0)
         slow_on[worker] += int(nodeid.split("[")[1].rstrip("]")) >= 15
     assert sorted(slow_on.values()) in ([2, 3], [1, 4]), slow_on
-
+    # planned from the chunked run alone (a window of one run), the file's shape still comes
+    # from the newest run that ran it whole: chunked runs do not lose it
+    with History(path) as h:
+        (again,) = [f for f in build_cost_model(h, last=1).files if f.path == "tests/test_big.py"]
+    assert again.time_shares == big.time_shares
     # the benchmark reads the same cuts back from a run's own test times: by time, the two
     # chunks are within a test of each other; by count, one holds 1.6 of the 1.8 s
     bench = subprocess.run([sys.executable, str(BENCH), str(path), "--check", "1", "--cpus", "2"],
                            capture_output=True, text=True, timeout=60)
     assert bench.returncode == 0, bench.stderr
     lines = bench.stdout.splitlines()
-    assert lines[0].startswith("equal counts: 2 workers") and "equal time shares: 2 workers" in bench.stdout
+    assert lines[0].startswith("equal counts: 2 workers") and "by time, as planned: 2 workers" in bench.stdout
     by_count, by_time = (float(ln.rsplit("the longest ", 1)[1].split("x")[0]) for ln in lines
                          if "tests/test_big.py: 2 chunks" in ln)
     assert by_count > 1.6 and by_time < 1.25, bench.stdout
+    # as if one worker had run both chunks, the second first (the core may send them so): its
+    # tests' order there is not the file's, and the shape is not read from it
+    with sqlite3.connect(path) as db:
+        for _, nodeid in rows:
+            i = int(nodeid.split("[")[1].rstrip("]"))
+            db.execute("UPDATE tests SET worker = 'gw0', seq = ? WHERE run_id = ? AND nodeid = ?",
+                       [(i - 100) if i >= 17 else i, run.id, nodeid])
+        db.execute("UPDATE OR REPLACE files SET worker = 'gw0' WHERE run_id = ?", [run.id])
+    with History(path) as h:
+        (rotated,) = [f for f in build_cost_model(h, last=1).files if f.path == "tests/test_big.py"]
+    assert rotated.time_shares == big.time_shares

@@ -238,15 +238,38 @@ def test_chunks_are_cut_where_the_files_time_is_shared_equally() -> None:
     assert [u.chunk for u in chunks] == [(1, 2), (2, 2)]
     assert chunks[0].span is not None and chunks[1].span is not None
     assert chunks[0].span[0] == 0.0 and chunks[0].span[1] == chunks[1].span[0] and chunks[1].span[1] == 1.0
-    assert 0.7 < chunks[0].span[1] < 0.8  # 75 tests hold half the time
-    assert [u.wall_s for u in chunks] == pytest.approx([20.0, 20.0], abs=0.5)
+    assert 0.7 < chunks[0].span[1] < 0.8  # 75 tests hold half the time (where equal counts cut at 0.5)
+    # halves of its time, or the ideal lane (20.5 s) and the rest beside the other file
+    assert sum(u.wall_s for u in chunks) == pytest.approx(40.0) and max(u.wall_s for u in chunks) < 21.0
     assert [u.wall_s for u in chunks] == pytest.approx(
         [40.0 * share_at(shares, chunks[0].span[1]), 40.0 * (1 - share_at(shares, chunks[0].span[1]))])
-    assert any("cut where its measured time is shared equally" in r for r in plan.reasons)
-    # without the shape: equal counts, as before (and no span: the count cut at run time)
+    assert any("cut by its measured time" in r for r in plan.reasons)
+    # without the shape, the tests are taken as even: cut near the middle of their count
     even = make_plan(_costs([replace(big, time_shares=()), *_files(1, wall=1.0)], startup=0.5), Budget(8000, 2))
-    assert [u.span for u in even.units if u.files == ("tests/test_big.py",)] == [None, None]
+    cut = [u.span for u in even.units if u.files == ("tests/test_big.py",) and u.chunk == (1, 2)]
+    assert cut in ([None], [(0.0, 0.51)]), cut
     assert Plan.from_json(json.loads(json.dumps(plan.to_json()))).units == plan.units
+
+
+def test_a_chunk_fills_the_ideal_lane_when_equal_chunks_would_leave_one_short() -> None:
+    # scipy.sparse's test_64bit.py (136 s) and test_base.py (76 s) on two workers: in two
+    # equal chunks the file is 68 + 68 on one worker beside 76 on the other (136 s); one chunk
+    # of the ideal lane (106 s) and the rest beside test_base.py is 106 against 106. The
+    # simulation of each chooses.
+    big = FileCost("tests/test_64bit.py", 136.0, 40.0, tests=1000)
+    base = FileCost("tests/test_base.py", 76.0, 80.0, tests=300)
+    plan = make_plan(_costs([big, base], startup=1.0), Budget(8000, 2, workers=2))
+    chunks = sorted((u for u in plan.units if u.files == (big.path,)), key=lambda u: u.chunk or (0, 0))
+    assert [u.wall_s for u in chunks] == pytest.approx([106.0, 30.0], abs=0.2)
+    assert chunks[0].span is not None and chunks[0].span[1] == pytest.approx(106 / 136, abs=0.002)
+    assert plan.predicted_wall_s < 110.0  # against 136 s with equal chunks
+    placed = {u: w for w, us in plan.placement.items() for u in us}
+    assert placed[chunks[1].name] == placed[base.path] != placed[chunks[0].name]
+    assert any("the rest beside another unit" in r for r in plan.reasons)
+    # one long file alone: equal chunks are as good, and stay (no span: cut by count)
+    alone = make_plan(_costs([big], startup=1.0), Budget(8000, 2, workers=2))
+    assert [u.span for u in alone.units] == [None, None]
+    assert [u.wall_s for u in alone.units] == pytest.approx([68.0, 68.0])
 
 
 def test_workers_stop_where_xdists_controller_cannot_take_in_reports_faster() -> None:

@@ -283,9 +283,11 @@ def _files(history: History, run_ids: Sequence[int], last: int,
         )
     work = sum(f.wall_s for f in out.values())
     long = {path for path, fc in out.items() if fc.tests >= 2 and fc.wall_s >= work / SHAPED_SHARE}
-    on_one = _on_one_worker([r for r in rows if r[2] in long])
-    shares = _time_shares(history, {
-        path: next((r[0] for r in by_path[path] if (r[0], path) in on_one), None) for path in long})
+    on_one = _on_one_worker([r for r in rows if r[2] in long]) - _chunked_in(history, run_ids) if long else set()
+    whole_in = {path: next((r[0] for r in by_path[path] if (r[0], path) in on_one), None) for path in long}
+    # a file the recent plans chunked: its shape from the newest older run that ran it whole
+    whole_in.update(_newest_whole_run(history, [p for p, r in whole_in.items() if r is None]))
+    shares = _time_shares(history, whole_in)
     for path, sh in shares.items():
         out[path] = replace(out[path], time_shares=sh)
     return out, used, slowdown, fault
@@ -302,6 +304,44 @@ def _on_one_worker(rows: Sequence[Sequence[Any]]) -> set[tuple[int, str]]:
     for r in rows:
         workers.setdefault((int(r[0]), str(r[2])), set()).add(str(r[1]))
     return {k for k, ws in workers.items() if len(ws) == 1}
+
+
+def _newest_whole_run(history: History, paths: Sequence[str]) -> dict[str, int]:
+    """path -> the newest finished run in the history where it ran whole on one worker."""
+    if not paths:
+        return {}
+    found = [(str(p), int(r)) for p, r in history.execute(
+        f"SELECT f.path, f.run_id FROM files f JOIN runs r ON r.id = f.run_id "
+        f"WHERE f.path IN ({','.join('?' * len(paths))}) AND r.status IN ('passed', 'failed') "
+        f"GROUP BY f.path, f.run_id HAVING COUNT(DISTINCT f.worker) = 1", list(paths))]
+    chunked = _chunked_in(history, sorted({r for _, r in found}))
+    out: dict[str, int] = {}
+    for path, run_id in found:
+        if (run_id, path) not in chunked:
+            out[path] = max(out.get(path, 0), run_id)
+    return out
+
+
+def _chunked_in(history: History, run_ids: Sequence[int]) -> set[tuple[int, str]]:
+    """(run, file) where the run's plan cut the file into chunks: its tests' order there is
+    the order the chunks ran in, not their collection order, even where one worker ran them
+    all (scipy.sparse's test_64bit.py, its second chunk first: a shape read from that run
+    put 98% of its time in a first chunk planned at 77%)."""
+    import json
+
+    out: set[tuple[int, str]] = set()
+    if not run_ids:
+        return out
+    for run_id, plan_text in history.execute(
+            f"SELECT id, plan FROM runs WHERE id IN ({_q(run_ids)}) AND plan IS NOT NULL"):
+        try:
+            units = json.loads(plan_text).get("units", ())
+        except (ValueError, TypeError, AttributeError):
+            continue
+        for u in units:
+            if isinstance(u, dict) and u.get("chunk") and u.get("files"):
+                out.add((int(run_id), str(u["files"][0])))
+    return out
 
 
 def _time_shares(history: History, run_of: Mapping[str, int | None]) -> dict[str, tuple[float, ...]]:

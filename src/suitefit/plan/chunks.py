@@ -31,9 +31,14 @@ def repeated_setup_s(path: str, fixtures: Sequence[FixtureCost]) -> float:
 
 
 def split_long_files(units: Sequence[Unit], file_costs: Mapping[str, FileCost],
-                     fixtures: Sequence[FixtureCost], *, workers: int,
-                     lane_s: float) -> tuple[list[Unit], list[str]]:
-    """Units with each too-long single-file unit replaced by its chunks; and the reasons."""
+                     fixtures: Sequence[FixtureCost], *, workers: int, lane_s: float,
+                     fill: bool = False) -> tuple[list[Unit], list[str]]:
+    """Units with each too-long single-file unit replaced by its chunks; and the reasons.
+
+    Chunks of equal time, or with ``fill`` chunks of the ideal lane's time and the rest in a
+    last one, to run beside another unit (McNaughton's wrap-around: no lane longer than the
+    ideal one where the pieces fit); the planner simulates both and keeps the faster.
+    """
     if workers <= 1:
         return list(units), []
     out: list[Unit] = []
@@ -48,27 +53,31 @@ def split_long_files(units: Sequence[Unit], file_costs: Mapping[str, FileCost],
             continue
         setup = repeated_setup_s(fc.path, fixtures)
         m = min(fc.tests, workers, math.ceil(u.wall_s / max(lane_s, 1e-9)))
-        cuts = cut_points(fc.tests, m, fc.time_shares) if m >= 2 else [0, fc.tests]
+        targets = [min(1.0, k * lane_s / u.wall_s) for k in range(1, m)] if fill else None
+        cuts = cut_points(fc.tests, m, fc.time_shares, targets) if m >= 2 else [0, fc.tests]
         times = [u.wall_s * (share_at(fc.time_shares, hi / fc.tests) - share_at(fc.time_shares, lo / fc.tests))
                  for lo, hi in pairwise(cuts)]
         if m < 2 or max(times) + setup >= u.wall_s * (1 - PAYS_FRACTION):
             out.append(u)
             continue
         shaped = bool(fc.time_shares)
+        sliced = shaped or fill  # not the k-th of m equal counts: the run needs the fractions
         for k, ((lo, hi), t) in enumerate(zip(pairwise(cuts), times, strict=True), start=1):
             out.append(Unit(
                 name=f"{u.name}[{k}/{m}]", files=u.files, wall_s=t + (setup if k > 1 else 0.0),
                 peak_mb=u.peak_mb, fixtures=u.fixtures, chunk=(k, m), kept_mb=u.kept_mb / m,
                 last_s=u.last_s if k == m else min(t / max(1, hi - lo), t),
-                span=(lo / fc.tests, hi / fc.tests) if shaped else None,
+                span=(lo / fc.tests, hi / fc.tests) if sliced else None,
                 reason=(f"chunk {k}/{m} of {fc.path} ({fc.tests} tests, {fmt_s(u.wall_s)}): longer "
                         f"than the ideal lane {fmt_s(lane_s)}; tests {lo + 1}-{hi}, {fmt_s(t)}"
-                        + (" (cut at equal shares of its measured time)" if shaped else "")
+                        + (" (cut to fill the ideal lane" if fill else " (cut at equal shares")
+                        + (" of its measured time)" if shaped else " of its tests)")
                         + f"; each chunk pays {fmt_s(setup)} of module/class fixture setup again"),
             ))
         reasons.append(f"{fc.path}: split into {m} chunks of its {fc.tests} tests "
                        f"({fmt_s(u.wall_s)} > ideal lane {fmt_s(lane_s)}; the longest {fmt_s(max(times))}"
-                       + (", cut where its measured time is shared equally" if shaped else "")
+                       + (", the rest beside another unit" if fill else "")
+                       + (", cut by its measured time" if shaped else "")
                        + f"; {fmt_s(setup)} setup per extra chunk)")
     return out, reasons
 
@@ -95,15 +104,16 @@ def fraction_at(shares: Sequence[float], y: float) -> float:
     return 1.0
 
 
-def cut_points(tests: int, m: int, shares: Sequence[float]) -> list[int]:
-    """Test indices 0 = c0 < c1 < ... < cm = tests: the k-th cut where k/m of the time is spent,
-    each chunk at least one test. Without shares, as ``core.chunk_of`` cuts by count."""
-    if len(shares) < 2:
+def cut_points(tests: int, m: int, shares: Sequence[float], targets: Sequence[float] | None = None) -> list[int]:
+    """Test indices 0 = c0 < c1 < ... < cm = tests: the k-th cut where ``targets[k-1]`` of the
+    time is spent (default k/m), each chunk at least one test. Without shares or targets, as
+    ``core.chunk_of`` cuts by count."""
+    if len(shares) < 2 and targets is None:
         size, extra = divmod(tests, m)
         return [k * size + min(k, extra) for k in range(m + 1)]
     cuts = [0]
     for k in range(1, m):
-        c = round(fraction_at(shares, k / m) * tests)
+        c = round(fraction_at(shares, targets[k - 1] if targets is not None else k / m) * tests)
         cuts.append(max(cuts[-1] + 1, min(c, tests - (m - k))))
     cuts.append(tests)
     return cuts

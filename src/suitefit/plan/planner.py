@@ -265,8 +265,29 @@ def _plan_one(costs: CostModel, budget: Budget, rules: GroupingRules,
                  spread_mb: float | None = None) -> Candidate:
         units, greasons = build_units(groups, fcs, fixtures, workers=w, lane_s=total / w,
                                       singles=singles, split=split)
-        units, creasons = split_long_files(units, fcs, costs.fixtures, workers=w, lane_s=total / w)
-        greasons = [*greasons, *creasons]
+        chunked, creasons = split_long_files(units, fcs, costs.fixtures, workers=w, lane_s=total / w)
+        cand = simulated(w, chunked, [*greasons, *creasons], best_wall_s, spread_mb)
+        if creasons:
+            # equal chunks can leave a lane short where chunks that fill the ideal lane, the
+            # rest beside another unit, do not (136 s of one file and 76 s of another on two
+            # workers: 68 + 68 against 76, or 106 against 76 + 30): the simulation decides
+            filled, freasons = split_long_files(units, fcs, costs.fixtures, workers=w, lane_s=total / w,
+                                                fill=True)
+            if filled != chunked:
+                other = simulated(w, filled, [*greasons, *freasons], best_wall_s, spread_mb)
+                if other.sim.complete and other.sim.fits >= cand.sim.fits and \
+                        other.sim.wall_s < cand.sim.wall_s * (1 - 1e-9):
+                    cand = other
+        if split and not cand.sim.fits and groups.fixture_groups:
+            # Splitting a group for time puts its fixtures on several workers at once: if
+            # that breaks the budget, keeping every group whole may not.
+            whole = evaluate(w, best_wall_s, split=False, spread_mb=spread_mb)
+            if whole.sim.fits:
+                return whole
+        return cand
+
+    def simulated(w: int, units: list[Unit], greasons: list[str], best_wall_s: float | None,
+                  spread_mb: float | None) -> Candidate:
         ordered = tuple(order_units(units, declared_names))
         tmp = Plan(workers=w, units=ordered, budget=budget, predicted_wall_s=0.0,
                    predicted_peak_mb=0.0, reasons=(), fixtures=plan_fixtures, spread_mb=spread_mb,
@@ -283,14 +304,7 @@ def _plan_one(costs: CostModel, budget: Budget, rules: GroupingRules,
                        releasable=releasable, stop_on_warning=best_wall_s is not None,
                        give_up_after_s=None if best_wall_s is None else 1.5 * best_wall_s)
         sim = replace(sim, wall_s=max(sim.wall_s + controller_s + overhead_for(w)[0], controller_floor(w)))
-        cand = Candidate(w, ordered, sim, tuple(greasons), spread_mb)
-        if split and not sim.fits and groups.fixture_groups:
-            # Splitting a group for time puts its fixtures on several workers at once: if
-            # that breaks the budget, keeping every group whole may not.
-            whole = evaluate(w, best_wall_s, split=False, spread_mb=spread_mb)
-            if whole.sim.fits:
-                return whole
-        return cand
+        return Candidate(w, ordered, sim, tuple(greasons), spread_mb)
 
     n_units_max = len(groups.declared) + len(groups.singles) + sum(
         len(g.files) for g in groups.fixture_groups)
