@@ -275,8 +275,8 @@ def _plan_one(costs: CostModel, budget: Budget, rules: GroupingRules,
                                                 fill=True)
             if filled != chunked:
                 other = simulated(w, filled, [*greasons, *freasons], best_wall_s, spread_mb)
-                if other.sim.complete and other.sim.fits >= cand.sim.fits and \
-                        other.sim.wall_s < cand.sim.wall_s * (1 - 1e-9):
+                if other.sim.complete and other.sim.fits >= cand.sim.fits and (
+                        not cand.sim.complete or other.sim.wall_s < cand.sim.wall_s * (1 - 1e-9)):
                     cand = other
         if split and not cand.sim.fits and groups.fixture_groups:
             # Splitting a group for time puts its fixtures on several workers at once: if
