@@ -283,11 +283,7 @@ def _files(history: History, run_ids: Sequence[int], last: int,
         )
     work = sum(f.wall_s for f in out.values())
     long = {path for path, fc in out.items() if fc.tests >= 2 and fc.wall_s >= work / SHAPED_SHARE}
-    on_one = _on_one_worker([r for r in rows if r[2] in long]) - _chunked_in(history, run_ids) if long else set()
-    whole_in = {path: next((r[0] for r in by_path[path] if (r[0], path) in on_one), None) for path in long}
-    # a file the recent plans chunked: its shape from the newest older run that ran it whole
-    whole_in.update(_newest_whole_run(history, [p for p, r in whole_in.items() if r is None]))
-    shares = _time_shares(history, whole_in)
+    shares = _time_shares(history, _shape_runs(history, {path: [r[0] for r in by_path[path]] for path in long}))
     for path, sh in shares.items():
         out[path] = replace(out[path], time_shares=sh)
     return out, used, slowdown, fault
@@ -297,28 +293,29 @@ SHAPED_SHARE = 128  # files holding 1/128 of the work or more: what a chunk coul
 SHARE_POINTS = 64  # a file's time shares at this many count fractions (and 0)
 
 
-def _on_one_worker(rows: Sequence[Sequence[Any]]) -> set[tuple[int, str]]:
-    """(run, file) where the file's tests ran on one worker, in their collection order (not
-    as chunks on several), from the files rows (run, worker, path, ...)."""
-    workers: dict[tuple[int, str], set[str]] = {}
-    for r in rows:
-        workers.setdefault((int(r[0]), str(r[2])), set()).add(str(r[1]))
-    return {k for k, ws in workers.items() if len(ws) == 1}
-
-
-def _newest_whole_run(history: History, paths: Sequence[str]) -> dict[str, int]:
-    """path -> the newest finished run in the history where it ran whole on one worker."""
-    if not paths:
+def _shape_runs(history: History, preferred: Mapping[str, Sequence[int]]) -> dict[str, int]:
+    """path -> the run its time shape is read from: one that ran it whole on one worker, not
+    cut into chunks by its plan (``_chunked_in``); the first such of ``preferred`` (its recent
+    runs, clean ones first), else the newest finished one in the history (a file the recent
+    plans chunked)."""
+    if not preferred:
         return {}
-    found = [(str(p), int(r)) for p, r in history.execute(
-        f"SELECT f.path, f.run_id FROM files f JOIN runs r ON r.id = f.run_id "
-        f"WHERE f.path IN ({','.join('?' * len(paths))}) AND r.status IN ('passed', 'failed') "
-        f"GROUP BY f.path, f.run_id HAVING COUNT(DISTINCT f.worker) = 1", list(paths))]
-    chunked = _chunked_in(history, sorted({r for _, r in found}))
-    out: dict[str, int] = {}
-    for path, run_id in found:
+    paths = list(preferred)
+    found = [(str(p), int(r), str(st)) for p, r, st in history.execute(
+        f"SELECT f.path, f.run_id, r.status FROM files f JOIN runs r ON r.id = f.run_id "
+        f"WHERE f.path IN ({','.join('?' * len(paths))}) "
+        f"GROUP BY f.path, f.run_id HAVING COUNT(DISTINCT f.worker) = 1", paths)]
+    chunked = _chunked_in(history, sorted({r for _, r, _ in found}))
+    whole: dict[str, dict[int, str]] = {}
+    for path, run_id, status in found:
         if (run_id, path) not in chunked:
-            out[path] = max(out.get(path, 0), run_id)
+            whole.setdefault(path, {})[run_id] = status
+    out: dict[str, int] = {}
+    for path, runs in whole.items():
+        first = next((r for r in preferred[path] if r in runs), None)
+        finished = [r for r, st in runs.items() if st in ("passed", "failed")]
+        if first is not None or finished:
+            out[path] = first if first is not None else max(finished)
     return out
 
 
@@ -344,14 +341,13 @@ def _chunked_in(history: History, run_ids: Sequence[int]) -> set[tuple[int, str]
     return out
 
 
-def _time_shares(history: History, run_of: Mapping[str, int | None]) -> dict[str, tuple[float, ...]]:
+def _time_shares(history: History, run_of: Mapping[str, int]) -> dict[str, tuple[float, ...]]:
     """file -> the share of its time spent by each count fraction i/SHARE_POINTS of its tests,
-    from the run given for it (its newest recent run where it ran whole on one worker): where
-    a chunk is cut (``plan.chunks``). One read of those files' tests per run."""
+    from the run given for it (``_shape_runs``): where a chunk is cut (``plan.chunks``). One
+    read of those files' tests per run."""
     by_run: dict[int, list[str]] = {}
     for path, run_id in run_of.items():
-        if run_id is not None:
-            by_run.setdefault(run_id, []).append(path)
+        by_run.setdefault(run_id, []).append(path)
     times: dict[str, list[float]] = {}
     for run_id, paths in by_run.items():
         for file, wall in history.execute(

@@ -189,6 +189,10 @@ class CostModel:
         """xdist's controller as plans count it: its largest measured peak, else one worker's baseline."""
         return self.worker.baseline_mb if self.controller_mb is None else self.controller_mb
 
+    @property
+    def contention_measured(self) -> bool:
+        """Whether a run with workers measured how much they slow each other here."""
+        return any(n >= 2 for n in self.slowdown)
 
 @dataclass(frozen=True)
 class Budget:
@@ -350,7 +354,7 @@ class Measured:
         work = sum(by_path[f].wall_s for f in files if f in by_path)
         return cls(files=len(known), planned=len(files), measured_s=sum(fc.wall_s for fc in known),
                    work_s=work, runs=costs.runs_used,
-                   contention_unknown=plan.workers >= 2 and not any(n >= 2 for n in costs.slowdown))
+                   contention_unknown=plan.workers >= 2 and not costs.contention_measured)
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> Measured:

@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from itertools import pairwise
 
 from suitefit.model import FileCost, FixtureCost, Unit
+from suitefit.plan.core import even_cuts
 from suitefit.units import fmt_s
 
 PAYS_FRACTION = 0.02  # as for an extra worker: a saving below this is noise
@@ -109,8 +110,7 @@ def cut_points(tests: int, m: int, shares: Sequence[float], targets: Sequence[fl
     time is spent (default k/m), each chunk at least one test. Without shares or targets, as
     ``core.chunk_of`` cuts by count."""
     if len(shares) < 2 and targets is None:
-        size, extra = divmod(tests, m)
-        return [k * size + min(k, extra) for k in range(m + 1)]
+        return even_cuts(tests, m)
     cuts = [0]
     for k in range(1, m):
         c = round(fraction_at(shares, targets[k - 1] if targets is not None else k / m) * tests)

@@ -73,10 +73,14 @@ def chunk_of(indices: list[int], chunk: tuple[int, int] | None,
         hi = n if span[1] >= 1 else round(span[1] * n)
         return indices[lo:hi]
     k, n = chunk
-    size, extra = divmod(len(indices), n)
-    lo = (k - 1) * size + min(k - 1, extra)
-    hi = lo + size + (1 if k <= extra else 0)
-    return indices[lo:hi]
+    cuts = even_cuts(len(indices), n)
+    return indices[cuts[k - 1]:cuts[k]]
+
+
+def even_cuts(tests: int, m: int) -> list[int]:
+    """Indices 0 = c0 <= ... <= cm = tests of m slices of equal count (as even as it allows)."""
+    size, extra = divmod(tests, m)
+    return [k * size + min(k, extra) for k in range(m + 1)]
 
 
 # -- decisions ----------------------------------------------------------------------------

@@ -343,7 +343,7 @@ def _plan_one(costs: CostModel, budget: Budget, rules: GroupingRules,
     elif beyond > 0:
         reasons.append(f"predicted wall includes {fmt_s(beyond)}: a serial profile's end after its "
                        f"last test, as measured")
-    if chosen.workers >= 2 and not any(n >= 2 for n in costs.slowdown):
+    if chosen.workers >= 2 and not costs.contention_measured:
         reasons.append(f"contention: no run with workers measured yet, so {chosen.workers} busy workers are "
                        f"assumed to run each file as fast as a serial run did; the first run with workers "
                        f"measures how much slower they are on this machine and the next plans use it")
