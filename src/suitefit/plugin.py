@@ -31,6 +31,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                 help="keep only this shard's tests (a spec written by `suitefit run --shard K/N`)")
     g.addoption("--suitefit-shard-result", default=None, metavar="PATH",
                 help="with --suitefit-shard-spec: write this shard's portable result here at the end")
+    g.addoption("--suitefit-only", default=None, metavar="PATH",
+                help="run only the tests of the files listed in PATH, one a line, in that order "
+                     "(written by `suitefit calibrate`)")
     g.addoption("--suitefit-progress", default="auto", choices=("auto", "live", "plain", "off"),
                 help="progress on stderr: a live line on a terminal, plain lines every 10 s otherwise (auto)")
     g.addoption("--suitefit-grace", type=float, default=3.0, metavar="S",

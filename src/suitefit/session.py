@@ -568,10 +568,42 @@ class ShardFilter:
             config.hook.pytest_deselected(items=drop)
 
 
+class OnlyFiles:
+    """Keeps the tests of the listed files, in the listed order (a calibration's slice).
+
+    Every xdist worker collects the whole suite and applies the same list, so their
+    collections still agree, and the run's workers start as a full run's do.
+    """
+
+    def __init__(self, list_path: str) -> None:
+        from pathlib import Path
+
+        try:
+            text = Path(list_path).read_text(encoding="utf-8")
+        except OSError as e:
+            raise SuitefitError(f"cannot read the file list {list_path}: {e.strerror}") from None
+        self.rank = {p: i for i, p in enumerate(dict.fromkeys(ln.strip() for ln in text.splitlines() if ln.strip()))}
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
+        from suitefit.measure.recorder import file_of
+
+        rank = self.rank
+        keep = [i for i in items if file_of(i.nodeid) in rank]
+        drop = [i for i in items if file_of(i.nodeid) not in rank]
+        keep.sort(key=lambda i: rank[file_of(i.nodeid)])  # stable: a file's own order stays
+        items[:] = keep
+        if drop:
+            config.hook.pytest_deselected(items=drop)
+
+
 def _register_shard_filter(config: pytest.Config, history_path: str, run_id: int) -> None:
     spec = config.getoption("suitefit_shard_spec")
     if spec:
         config.pluginmanager.register(ShardFilter(spec, history_path, run_id), "suitefit-shard")
+    only = config.getoption("suitefit_only", None)
+    if only:
+        config.pluginmanager.register(OnlyFiles(only), "suitefit-only")
 
 
 def _is_distributed(config: pytest.Config) -> bool:

@@ -18,6 +18,7 @@ from suitefit.errors import SuitefitError
 # verb -> module under suitefit.cli; a verb's module is imported only when it runs.
 VERBS: dict[str, str] = {
     "profile": "profile",
+    "calibrate": "calibrate",
     "history": "history",
     "plan": "plan",
     "run": "run",
@@ -33,6 +34,7 @@ VERBS: dict[str, str] = {
 
 HELP = {
     "profile": "Run the suite once, measured; store it in the history.",
+    "calibrate": "Run timed files side by side: how much workers slow each other.",
     "history": "List the recorded runs.",
     "plan": "Plan workers, groups and order from the history, with reasons.",
     "run": "Run the suite under the plan through pytest-xdist.",

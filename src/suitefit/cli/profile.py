@@ -22,6 +22,7 @@ from suitefit.cli._common import (
 from suitefit.config import load_config
 from suitefit.errors import SuitefitError
 from suitefit.exits import EXIT_FAILED, EXIT_OK, explain_exit
+from suitefit.history import History
 from suitefit.summary import run_summary
 
 
@@ -29,8 +30,12 @@ from suitefit.summary import run_summary
 @history_option
 @click.option("--json", "as_json", is_flag=True, help="print a machine-readable summary on stdout")
 @click.option("-n", "--workers", default=None, help="run under pytest-xdist with this many workers")
+@click.option("--calibrate/--no-calibrate", default=None,
+              help="after a serial profile, run a slice of its files side by side to measure how much "
+                   "workers slow each other (default: [tool.suitefit] calibrate, true)")
 @click.argument("pytest_args", nargs=-1, type=click.UNPROCESSED)
-def command(history_path: Path | None, as_json: bool, workers: str | None, pytest_args: tuple[str, ...]) -> None:
+def command(history_path: Path | None, as_json: bool, workers: str | None, calibrate: bool | None,
+            pytest_args: tuple[str, ...]) -> None:
     """Run the suite once while measuring; store it; print the hogs and expensive fixtures.
 
     Arguments after `--` go to pytest as they are.
@@ -49,6 +54,8 @@ def command(history_path: Path | None, as_json: bool, workers: str | None, pytes
     rc = run_pytest(full, stdout=sys.stderr if as_json else None)
     status = finalize_run(h, run_id, rc)
     record_command_wall(h, run_id, unmeasured_s=compiling_s)
+    if rc in (EXIT_OK, EXIT_FAILED) and workers is None:
+        _calibrate_after(h, args, calibrate)
     if as_json:
         click.echo(json.dumps(run_summary(h, run_id), indent=2))
     problem = explain_exit(rc, status)
@@ -57,6 +64,22 @@ def command(history_path: Path | None, as_json: bool, workers: str | None, pytes
     if rc not in (EXIT_OK, EXIT_FAILED):
         sys.exit(rc)
     sys.exit(rc)
+
+
+def _calibrate_after(h: History, args: list[str], flag: bool | None) -> None:
+    """The profile's calibration (``cli/calibrate.py``), unless turned off; never its exit code."""
+    from suitefit.cli.calibrate import calibrate, skip_reason
+
+    try:
+        cfg = load_config()
+        on = flag if flag is not None else bool(cfg.get("calibrate"))
+    except SuitefitError as e:
+        click.echo(f"suitefit: calibration skipped: {e}", err=True)
+        return
+    if not on or (flag is None and skip_reason(args) is not None):
+        return
+    line, _ = calibrate(h, cfg, args)
+    click.echo(f"suitefit: {line}", err=True)
 
 
 def _compile_first(args: list[str]) -> float:

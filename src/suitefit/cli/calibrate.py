@@ -1,0 +1,146 @@
+"""`suitefit calibrate`: run a slice of the suite side by side, to measure contention.
+
+`suitefit profile` runs it after a serial profile (``--no-calibrate`` or ``[tool.suitefit]
+calibrate = false`` skip it); the verb runs it again on its own. What it runs is chosen by
+``plan/calibration.py``; how it is recorded is a run's own recording (kind ``calibrate``),
+so the cost model reads it like any run with workers.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import click
+
+from suitefit.cli._common import (
+    finalize_run,
+    history_for_a_run,
+    history_option,
+    record_command_wall,
+    resolve_history,
+    run_pytest,
+    start_measured_run,
+)
+from suitefit.config import Config, load_config
+from suitefit.exits import EXIT_FAILED, EXIT_OK, explain_exit
+from suitefit.history import History
+from suitefit.units import fmt_s
+
+FAILED = ("failed", "error")
+
+
+@click.command(context_settings={"ignore_unknown_options": True})
+@history_option
+@click.option("--workers", type=click.IntRange(min=2), default=None,
+              help="run side by side on this many workers (default: one a CPU, at most 8)")
+@click.argument("pytest_args", nargs=-1, type=click.UNPROCESSED)
+def command(history_path: Path | None, workers: int | None, pytest_args: tuple[str, ...]) -> None:
+    """Run files the history timed alone side by side, so that plans know how much workers slow each other.
+
+    Arguments after `--` go to pytest as they are (the same ones the profile had).
+    """
+    cfg = load_config()
+    h = history_for_a_run(resolve_history(history_path, cfg))
+    try:
+        line, ok = calibrate(h, cfg, list(pytest_args), workers=workers)
+    finally:
+        h.close()
+    click.echo(f"suitefit: {line}", err=True)
+    if not ok:
+        sys.exit(1)
+
+
+def skip_reason(args: list[str]) -> str | None:
+    """Why a profile run with ``args`` is not followed by a calibration (None: it is)."""
+    import importlib.util
+
+    if importlib.util.find_spec("xdist") is None:
+        return "pytest-xdist is not installed"
+    for i, a in enumerate(args):
+        name = a.split("=", 1)[0]
+        if name in ("-n", "--numprocesses", "--dist", "-d", "--tx") or (a.startswith("-n") and a[2:].isdigit()):
+            return "the profile ran with workers itself"
+        if (a == "-p" and i + 1 < len(args) and args[i + 1] == "no:xdist") or a == "-pno:xdist":
+            return "the arguments turn pytest-xdist off"
+    return None
+
+
+def calibrate(h: History, cfg: Config, args: list[str], *, workers: int | None = None) -> tuple[str, bool]:
+    """Run the calibration; (the line that says what it measured or why not, whether it ran)."""
+    from suitefit.budget import detect_budget
+    from suitefit.costs import build_cost_model
+    from suitefit.measure.proctree import age_s
+    from suitefit.plan.calibration import choose
+
+    before_s = age_s() or 0.0  # this command's time before the calibration (a profile's run)
+    why = skip_reason(args)
+    if why is not None:
+        return f"calibration skipped: {why}", False
+    serial = h.execute("SELECT id FROM runs WHERE workers <= 1 AND status IN ('passed', 'failed') "
+                       "AND id IN (SELECT DISTINCT run_id FROM files) ORDER BY id DESC LIMIT 1")
+    if not serial:
+        return "calibration skipped: no serial run in the history to compare with (`suitefit profile` first)", False
+    budget = detect_budget(None, None, cfg)
+    costs = build_cost_model(h, groups=cfg.groups, root=cfg.root)
+    pick = choose(costs, budget.cpus, budget.memory_mb, workers=workers)
+    if not pick.files:
+        return f"calibration skipped: {pick.why}", False
+    run_id = start_measured_run(h, "calibrate", args, workers_planned=pick.workers,
+                                calibration_files=len(pick.files), calibration_window_s=round(pick.window_s, 3))
+    listing = h.path.parent / f"calibrate-{run_id}.txt"
+    listing.write_text("".join(f"{p}\n" for p in pick.files), encoding="utf-8")
+    log = h.path.parent / f"calibrate-{run_id}.log"
+    full = ["--suitefit", f"--suitefit-history={h.path}", f"--suitefit-run-id={run_id}",
+            f"--suitefit-only={listing}", "--suitefit-progress=off",
+            "-n", str(pick.workers), "--dist", "loadfile", *_in_order(), "--max-worker-restart=0",
+            "-p", "no:cacheprovider", *args]
+    click.echo(f"suitefit: calibrating: {pick.why}, to measure how much they slow each other "
+               f"(run {run_id}; pytest's output in {log})", err=True)
+    with open(log, "wb") as out:
+        rc = run_pytest(full, stdout=out, stderr=subprocess.STDOUT)
+    status = finalize_run(h, run_id, rc)
+    record_command_wall(h, run_id, unmeasured_s=before_s)
+    problem = explain_exit(rc, status)
+    if problem or rc not in (EXIT_OK, EXIT_FAILED):
+        return f"calibration run {run_id} did not finish ({problem or f'pytest exited {rc}'}; see {log}): " \
+               f"plans assume no contention until a run with workers measures it", False
+    return _measured_line(h, cfg, run_id, pick.workers), True
+
+
+def _in_order() -> list[str]:
+    """xdist 3.8+ hands out files with the most tests first unless told not to: the longest
+    first (the calibration's order) keeps the last file on a worker, which runs alone, short."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        parts = version("pytest-xdist").split(".")[:2]
+        return ["--no-loadscope-reorder"] if (int(parts[0]), int(parts[1])) >= (3, 8) else []
+    except (PackageNotFoundError, ValueError, IndexError):
+        return []
+
+
+def _measured_line(h: History, cfg: Config, run_id: int, workers: int) -> str:
+    """What the calibration measured, read back through the cost model the plans use."""
+    from suitefit.costs import build_cost_model
+
+    costs = build_cost_model(h, groups=cfg.groups, root=cfg.root)
+    failed = h.execute(f"SELECT count(*) FROM tests WHERE run_id = ? AND outcome IN ({','.join('?' * len(FAILED))})",
+                       [run_id, *FAILED])[0][0]
+    wall = h.run(run_id).wall_s
+    parts = []
+    factor = costs.slowdown.get(workers)
+    if factor is not None:
+        parts.append(f"side by side on {workers} workers, files took x{factor:.2f} their time alone")
+    else:
+        parts.append(f"too few files ran cleanly to measure how {workers} workers slow each other")
+    start = costs.startup_by_workers.get(workers)
+    alone = costs.startup_by_workers.get(1)
+    if start is not None:
+        parts.append(f"a worker started in {fmt_s(start)}" + (f" ({fmt_s(alone)} alone)" if alone else ""))
+    line = f"calibration run {run_id} ({fmt_s(wall or 0.0)}): " + "; ".join(parts) + "; plans use both"
+    if failed:
+        line += (f". {failed} test(s) failed beside other files that passed in the serial profile: "
+                 f"`suitefit report` shows run {run_id}")
+    return line

@@ -1,0 +1,184 @@
+"""A profile's calibration: a slice of its files run side by side, so the first plan knows contention.
+
+scipy.sparse's first plan after a serial profile predicted 138 s for a 213 s run (its files
+1.57x slower beside each other); after a calibration of 25 of its files (10.7 s alone) it
+predicted 247 s. These tests watch it happen: which files ran, where, recorded how, and
+what the cost model and the plan then read from it.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+from clihelp import suitefit
+from plan_synth import SynthFile, SynthRun, write_history
+
+from suitefit.costs import build_cost_model
+from suitefit.history import History
+from suitefit.model import Budget, CostModel, FileCost, WorkerCost
+from suitefit.plan import make_plan
+from suitefit.plan.calibration import WINDOW_MIN_S, choose
+
+NO_CONTENTION = "if workers do not slow each other"
+
+
+# -- the cost model reads it -------------------------------------------------------------
+
+
+def test_a_calibration_measures_contention_and_startup_until_a_whole_run_measures_them(tmp_path: Path) -> None:
+    files = {f"tests/test_{i}.py": SynthFile(f"tests/test_{i}.py", 1.0 + i % 3) for i in range(8)}
+    paths = list(files)
+    serial = SynthRun({"main": paths}, files)
+    sliced = paths[:5]
+    # side by side the slice took 1.8x, one file 2.6x; its workers took 2.5 s to start
+    there = {p: SynthFile(p, files[p].wall_s * (2.6 if p == paths[0] else 1.8)) for p in sliced}
+    calib = SynthRun({"gw0": sliced[::2], "gw1": sliced[1::2]}, there, kind="calibrate", startup_s=2.5)
+    write_history(tmp_path / "h.sqlite", [serial, calib])
+    with History(tmp_path / "h.sqlite") as h:
+        cm = build_cost_model(h)
+    expected = sum(there[p].wall_s for p in sliced) / sum(files[p].wall_s for p in sliced)
+    assert cm.slowdown == {2: pytest.approx(expected)}
+    assert cm.startup_by_workers[2] == pytest.approx(2.5)
+    # the slice's times are not its files' costs: they were timed alone already
+    assert {f.path: f.wall_s for f in cm.files} == {p: pytest.approx(f.wall_s) for p, f in files.items()}
+    plan = make_plan(cm, Budget(10_000, 2, workers=2))
+    assert plan.slow == pytest.approx(expected)
+
+    # a whole run with two workers measures 1.3x: from then on that is the figure
+    whole = SynthRun({"gw0": paths[::2], "gw1": paths[1::2]}, files, kind="run", scale=1.3)
+    write_history(tmp_path / "h2.sqlite", [serial, calib, whole])
+    with History(tmp_path / "h2.sqlite") as h:
+        assert build_cost_model(h).slowdown == {2: pytest.approx(1.3)}
+
+
+# -- what it chooses (pure) ---------------------------------------------------------------
+
+
+def _costs(files: list[FileCost], fixtures: tuple = (), baseline_mb: float = 100.0) -> CostModel:
+    return CostModel(files=tuple(files), fixtures=fixtures, worker=WorkerCost(startup_s=1.0, baseline_mb=baseline_mb))
+
+
+def test_it_chooses_short_light_passing_files_and_leaves_hogs_pools_and_failures_out() -> None:
+    from suitefit.model import FixtureCost
+
+    normal = [FileCost(f"tests/test_n{i}.py", 0.2 + 0.05 * i, 5.0) for i in range(8)]
+    odd = [
+        FileCost("tests/test_hog.py", 0.3, 400.0),  # touches much memory: priced by its faults
+        FileCost("tests/test_pool.py", 0.3, 5.0, fixtures=("pool",)),  # its fixture starts processes
+        FileCost("tests/test_failed.py", 0.3, 5.0, trusted=False),  # its time is a failure's
+        FileCost("tests/test_tiny.py", 0.01, 1.0),  # too short to say anything
+        FileCost("tests/test_long.py", 30.0, 5.0),  # longer than a third of a window
+        FileCost("tests/test_new.py", 0.3, 5.0, measured=False),
+    ]
+    pool = FixtureCost("pool", "session", 1.0, procs=3, mb=300.0, files=("tests/test_pool.py",))
+    pick = choose(_costs(normal + odd, (pool,)), cpus=2, memory_mb=8000)
+    assert pick.workers == 2
+    work = sum(f.wall_s for f in normal + odd if f.measured)
+    assert pick.window_s == pytest.approx(max(WINDOW_MIN_S, 0.05 * work))
+    assert set(pick.files) <= {f.path for f in normal} and len(pick.files) >= 3
+    walls = {f.path: f.wall_s for f in normal}
+    assert [walls[p] for p in pick.files] == sorted((walls[p] for p in pick.files), reverse=True)
+    assert sum(walls[p] for p in pick.files) <= pick.window_s * 2 + 1e-9
+
+
+def test_it_runs_on_one_worker_a_cpu_as_far_as_memory_allows_and_says_why_not() -> None:
+    normal = [FileCost(f"tests/test_n{i}.py", 0.3, 10.0) for i in range(40)]
+    assert choose(_costs(normal), cpus=4, memory_mb=8000).workers == 4
+    assert choose(_costs(normal), cpus=16, memory_mb=100_000).workers == 8  # at most 8
+    # 1000 MiB a worker, 990 MiB for xdist's controller
+    assert choose(_costs(normal, baseline_mb=990.0), cpus=4, memory_mb=3000).workers == 2
+    assert choose(_costs(normal, baseline_mb=990.0), cpus=4, memory_mb=4000).workers == 3
+    none = choose(_costs(normal, baseline_mb=990.0), cpus=4, memory_mb=1500)
+    assert not none.files and "do not fit the budget" in none.why
+    one_cpu = choose(_costs(normal), cpus=1, memory_mb=8000)
+    assert not one_cpu.files and "no workers" in one_cpu.why
+    few = choose(_costs(normal[:2]), cpus=2, memory_mb=8000)
+    assert not few.files and "2 file(s)" in few.why and "3 are needed" in few.why
+
+
+# -- a real profile, a real calibration ---------------------------------------------------
+
+
+def _project(root: Path, *, extra: str = "") -> None:
+    (root / "tests").mkdir(exist_ok=True)
+    (root / "pyproject.toml").write_text('[tool.pytest.ini_options]\ntestpaths = ["tests"]\n' + extra)
+    for i in range(6):  # CPU-bound: side by side they share what the machine has
+        (root / "tests" / f"test_cpu{i}.py").write_text(
+            "import time\n"
+            f"def test_burn():\n    end = time.process_time() + {0.12 + 0.03 * i}\n"
+            "    while time.process_time() < end:\n        pass\n")
+    (root / "tests" / "test_hog.py").write_text(
+        "def test_hog():\n    x = bytearray(200 * 2**20)\n    for i in range(0, len(x), 4096):\n        x[i] = 1\n")
+
+
+def _runs(root: Path) -> list[tuple[int, str, int, str]]:
+    with sqlite3.connect(root / ".suitefit" / "history.sqlite") as c:
+        return [tuple(r) for r in c.execute("SELECT id, kind, workers, status FROM runs ORDER BY id")]
+
+
+def test_a_profile_calibrates_on_workers_and_the_next_plan_knows_the_contention(tmp_path: Path) -> None:
+    _project(tmp_path)
+    prof = suitefit("profile", "--", "-q", cwd=tmp_path)
+    assert prof.returncode == 0, prof.stderr
+    assert "suitefit: calibrating: 6 file(s)" in prof.stderr, prof.stderr
+    line = next(ln for ln in prof.stderr.splitlines() if ln.startswith("suitefit: calibration run 2"))
+    assert "side by side on 2 workers, files took x" in line and "a worker started in" in line, line
+    assert _runs(tmp_path) == [(1, "profile", 1, "passed"), (2, "calibrate", 2, "passed")]
+    with sqlite3.connect(tmp_path / ".suitefit" / "history.sqlite") as c:
+        ran = {(r[0], r[1]) for r in c.execute("SELECT path, worker FROM files WHERE run_id = 2")}
+    assert {p for p, _ in ran} == {f"tests/test_cpu{i}.py" for i in range(6)}  # not the hog
+    assert {w for _, w in ran} == {"gw0", "gw1"}  # side by side, in xdist workers
+    assert "6 passed" in (tmp_path / ".suitefit" / "calibrate-2.log").read_text()  # pytest's output, kept
+    plan = suitefit("plan", "--workers", "2", cwd=tmp_path)
+    assert plan.returncode == 0, plan.stderr
+    assert NO_CONTENTION not in plan.stdout and "measured slowdown against a serial run: 2 workers x" in plan.stdout
+
+
+def test_no_calibrate_and_the_setting_leave_the_profile_serial(tmp_path: Path) -> None:
+    _project(tmp_path)
+    assert suitefit("profile", "--no-calibrate", "--", "-q", cwd=tmp_path).returncode == 0
+    assert [r[1] for r in _runs(tmp_path)] == ["profile"]
+    assert NO_CONTENTION in suitefit("plan", "--workers", "2", cwd=tmp_path).stdout
+    _project(tmp_path, extra="[tool.suitefit]\ncalibrate = false\n")
+    res = suitefit("profile", "--", "-q", cwd=tmp_path)
+    assert res.returncode == 0 and "calibrat" not in res.stderr, res.stderr
+    assert [r[1] for r in _runs(tmp_path)] == ["profile", "profile"]
+    # the verb runs it on demand, from the history already there
+    res = suitefit("calibrate", "--", "-q", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert "suitefit: calibration run 3" in res.stderr and "Traceback" not in res.stderr
+    assert NO_CONTENTION not in suitefit("plan", "--workers", "2", cwd=tmp_path).stdout
+
+
+def test_calibrate_without_a_serial_run_says_why_in_one_line(tmp_path: Path) -> None:
+    _project(tmp_path)
+    res = suitefit("calibrate", cwd=tmp_path)
+    assert res.returncode == 1 and "Traceback" not in res.stderr
+    assert res.stderr.strip().splitlines() == [
+        "suitefit: calibration skipped: no serial run in the history to compare with (`suitefit profile` first)"]
+
+
+def test_a_test_that_fails_beside_other_files_is_named_and_the_profile_still_passes(tmp_path: Path) -> None:
+    """Serially test_a_sets.py runs first and test_b_needs.py passes; the calibration hands
+    files out longest first (and xdist before 3.8, the most tests first), so it runs before
+    its provider, the shortest file, on whichever worker, and fails."""
+    _project(tmp_path)
+    (tmp_path / "tests" / "test_a_sets.py").write_text(
+        "import builtins, time\n"
+        "def test_sets():\n    time.sleep(0.08)\n    builtins.suitefit_state = 1\n")
+    (tmp_path / "tests" / "test_b_needs.py").write_text(
+        "import builtins, time\nimport pytest\n"
+        "@pytest.mark.parametrize('i', range(8))\n"
+        "def test_needs(i):\n    time.sleep(0.04)\n    assert getattr(builtins, 'suitefit_state', 0) == 1\n")
+    prof = suitefit("profile", "--", "-q", cwd=tmp_path)
+    assert prof.returncode == 0, prof.stdout + prof.stderr
+    line = next(ln for ln in prof.stderr.splitlines() if ln.startswith("suitefit: calibration run 2"))
+    assert "8 test(s) failed beside other files that passed in the serial profile" in line, line
+    assert "`suitefit report` shows run 2" in line
+    # the failing file is not a measure of contention, and the profile's costs stand
+    with History(tmp_path / ".suitefit" / "history.sqlite") as h:
+        cm = build_cost_model(h)
+    assert 2 in cm.slowdown
+    assert {f.path for f in cm.files if not f.trusted} == set()
