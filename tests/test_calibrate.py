@@ -98,6 +98,14 @@ def test_it_runs_on_one_worker_a_cpu_as_far_as_memory_allows_and_says_why_not() 
     assert not few.files and "2 file(s)" in few.why and "3 are needed" in few.why
 
 
+def test_a_suite_of_longer_files_is_calibrated_on_its_shortest() -> None:
+    """No file is a third of a 1.5 s window: the three shortest that fit one (pool-split's case)."""
+    files = [FileCost(f"tests/test_{w}.py", w, 10.0) for w in (2.0, 0.9, 1.2, 3.0, 1.1, 1.0)]
+    pick = choose(_costs(files), cpus=2, memory_mb=8000)
+    assert pick.window_s == WINDOW_MIN_S
+    assert pick.files == ("tests/test_1.1.py", "tests/test_1.0.py", "tests/test_0.9.py")
+
+
 # -- a real profile, a real calibration ---------------------------------------------------
 
 
@@ -134,6 +142,10 @@ def test_a_profile_calibrates_on_workers_and_the_next_plan_knows_the_contention(
     plan = suitefit("plan", "--workers", "2", cwd=tmp_path)
     assert plan.returncode == 0, plan.stderr
     assert NO_CONTENTION not in plan.stdout and "measured slowdown against a serial run: 2 workers x" in plan.stdout
+    # the report after a profile is the profile's, not its calibration's slice
+    md = suitefit("report", "--markdown", cwd=tmp_path)
+    assert md.returncode == 0 and "run 1" in md.stdout and "run 2" not in md.stdout, md.stdout
+    assert "run 2" in suitefit("report", "2", "--markdown", cwd=tmp_path).stdout
 
 
 def test_no_calibrate_and_the_setting_leave_the_profile_serial(tmp_path: Path) -> None:
@@ -150,6 +162,12 @@ def test_no_calibrate_and_the_setting_leave_the_profile_serial(tmp_path: Path) -
     assert res.returncode == 0, res.stderr
     assert "suitefit: calibration run 3" in res.stderr and "Traceback" not in res.stderr
     assert NO_CONTENTION not in suitefit("plan", "--workers", "2", cwd=tmp_path).stdout
+    # workers pinned to one: no plan runs files side by side, so nothing to calibrate
+    _project(tmp_path, extra="[tool.suitefit]\nworkers = 1\n")
+    res = suitefit("profile", "--", "-q", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert "suitefit: calibration skipped: [tool.suitefit] workers = 1" in res.stderr, res.stderr
+    assert [r[1] for r in _runs(tmp_path)] == ["profile", "profile", "calibrate", "profile"]
 
 
 def test_calibrate_without_a_serial_run_says_why_in_one_line(tmp_path: Path) -> None:

@@ -193,7 +193,7 @@ SCHEMA: tuple[Key, ...] = (
         "(true: the expensive ones, never autouse; false: never; or only these names)"),
     Key("calibrate", BOOL, True, "profile",
         "after a serial profile, run a slice of its files side by side to measure how much "
-        "workers slow each other (about 5% of the profile's time, 1.5-15 s a worker)"),
+        "workers slow each other (about 5% of the profile's time, 1.5-15 s a worker, after its workers' start)"),
     Key("explain_failures", BOOL_OR_COUNT, False, "run",
         "diagnose new failures after the suite, in fresh processes (true: the first 5; N: the first N)"),
     Key("sweep", None, {}, "sweep", "the order-dependency sweep", keys=(

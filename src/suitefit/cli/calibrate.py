@@ -82,9 +82,11 @@ def calibrate(h: History, cfg: Config, args: list[str], *, workers: int | None =
                        "AND id IN (SELECT DISTINCT run_id FROM files) ORDER BY id DESC LIMIT 1")
     if not serial:
         return "calibration skipped: no serial run in the history to compare with (`suitefit profile` first)", False
-    budget = detect_budget(None, None, cfg)
+    budget = detect_budget(None, workers, cfg)
+    if budget.workers == 1:
+        return "calibration skipped: [tool.suitefit] workers = 1: the plans run no workers side by side", False
     costs = build_cost_model(h, groups=cfg.groups, root=cfg.root)
-    pick = choose(costs, budget.cpus, budget.memory_mb, workers=workers)
+    pick = choose(costs, budget.cpus, budget.memory_mb, workers=budget.workers)
     if not pick.files:
         return f"calibration skipped: {pick.why}", False
     run_id = start_measured_run(h, "calibrate", args, workers_planned=pick.workers,

@@ -20,7 +20,8 @@ from suitefit.model import FAULT_MIN_MB, CostModel, FileCost, FixtureCost
 WINDOW_SHARE = 0.05  # each worker's window: this share of the suite's serial time ...
 WINDOW_MIN_S = 1.5  # ... at least this (shorter, the noise of one window decides) ...
 WINDOW_MAX_S = 15.0  # ... and at most this (a profile of a long suite grows by ~5%)
-PIECES = 3  # a file is at most this share of a window: the last file on a worker runs alone
+PIECES = 3  # a file is at most this share of a window (the last file on a worker runs alone) ...
+# ... unless too few are: then the shortest that are at most a window
 MIN_FILE_S = 0.05  # shorter files are left out of the slowdown (``costs.slowdown_factor``)
 MIN_FILES = 3  # the fewest files ``costs.slowdown_factor`` reads a factor from
 MAX_WORKERS = 8
@@ -48,7 +49,8 @@ def choose(costs: CostModel, cpus: int, memory_mb: float, *, workers: int | None
     priced by its page faults, not by CPU sharing, and two of them could crowd the budget),
     and using no fixture that starts processes or holds that much memory (its set-up would be
     timed, not contention). The longest eligible files that fit come first, each at most a
-    third of a window, spread over the suite by a stable hash among equals.
+    third of a window (where too few are, the shortest up to a whole window), in a stable
+    order among equals.
     """
     w = workers if workers is not None else min(cpus, MAX_WORKERS)
     if w < 2:
@@ -57,7 +59,11 @@ def choose(costs: CostModel, cpus: int, memory_mb: float, *, workers: int | None
     work = sum(f.wall_s for f in measured)
     window = min(WINDOW_MAX_S, max(WINDOW_MIN_S, WINDOW_SHARE * work))
     heavy = _heavy_fixtures(costs.fixtures)
-    eligible = [f for f in measured if _eligible(f, heavy) and f.wall_s <= window / PIECES]
+    light = [f for f in measured if _eligible(f, heavy)]
+    need = max(MIN_FILES, w + 1)
+    eligible = [f for f in light if f.wall_s <= window / PIECES]
+    if len(eligible) < need:  # a suite of longer files: as long as a window, the shortest of them
+        eligible = sorted((f for f in light if f.wall_s <= window), key=lambda f: f.wall_s)[:need]
     eligible.sort(key=lambda f: (-f.wall_s, zlib.crc32(f.path.encode())))
     # memory: xdist's controller (a baseline), every worker's baseline and the largest file on each
     per_worker = costs.worker.baseline_mb + max((f.peak_mb for f in eligible), default=0.0)
@@ -74,11 +80,11 @@ def choose(costs: CostModel, cpus: int, memory_mb: float, *, workers: int | None
         if total + f.wall_s <= window * w:
             chosen.append(f)
             total += f.wall_s
-    if len(chosen) < max(MIN_FILES, w + 1):
+    if len(chosen) < need:
         return Calibration(w, (), window, f"{len(chosen)} file(s) short and light enough to run side by "
-                                          f"side (at most {window / PIECES:.2f} s alone, under "
-                                          f"{FAULT_MIN_MB:.0f} MiB, no fixture that starts processes); "
-                                          f"{max(MIN_FILES, w + 1)} are needed")
+                                          f"side (at most {window:.2f} s alone, under "
+                                          f"{FAULT_MIN_MB:.0f} MiB, passing, no fixture that starts "
+                                          f"processes); {need} are needed")
     return Calibration(w, tuple(f.path for f in chosen), window,
                        f"{len(chosen)} file(s), {total:.1f} s alone in all, on {w} workers")
 

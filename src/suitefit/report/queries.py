@@ -223,16 +223,20 @@ class RunView:
 
 
 def pick_run(history: History, run_id: int | None) -> RunRecord:
-    """The asked run, or the newest one; one clear line when there is none."""
+    """The asked run, or the newest one that ran the suite (a profile's calibration after it
+    ran a slice: `suitefit profile && suitefit report` shows the profile); one clear line
+    when there is none."""
+    from suitefit.costs import CALIBRATION
+
     if run_id is not None:
         return history.run(run_id)
-    runs = history.runs(limit=1)
+    runs = history.runs(limit=20)
     if not runs:
         raise SuitefitError(
             f"history {history.path} holds no runs: record one with `suitefit profile` "
             "or `pytest --suitefit` first"
         )
-    return runs[0]
+    return next((r for r in runs if r.kind != CALIBRATION), runs[0])
 
 
 # -- building the view --------------------------------------------------------------------------
