@@ -20,7 +20,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from suitefit.costs import _chunked_in, build_cost_model
+from suitefit.costs import build_cost_model, chunked_in
 from suitefit.history import History
 from suitefit.model import Budget, Plan
 from suitefit.plan import make_plan
@@ -32,7 +32,7 @@ def run_test_times(db: Path, run_id: int, path: str) -> list[float] | None:
     """A file's test times in run order, where it ran whole on one worker in ``run_id`` (not
     as chunks: their order on a worker is not the file's)."""
     with History(db, create=False) as h:
-        if (run_id, path) in _chunked_in(h, [run_id]):
+        if (run_id, path) in chunked_in(h, [run_id]):
             return None
     with sqlite3.connect(db) as c:
         rows = c.execute("SELECT worker, wall_s FROM tests WHERE run_id = ? AND file = ? ORDER BY seq",

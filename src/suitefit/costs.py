@@ -303,7 +303,7 @@ SHARE_POINTS = 64  # a file's time shares at this many count fractions (and 0)
 
 def _shape_runs(history: History, preferred: Mapping[str, Sequence[int]]) -> dict[str, int]:
     """path -> the run its time shape is read from: one that ran it whole on one worker, not
-    cut into chunks by its plan (``_chunked_in``); the first such of ``preferred`` (its recent
+    cut into chunks by its plan (``chunked_in``); the first such of ``preferred`` (its recent
     runs, clean ones first), else the newest finished one in the history (a file the recent
     plans chunked)."""
     if not preferred:
@@ -313,7 +313,7 @@ def _shape_runs(history: History, preferred: Mapping[str, Sequence[int]]) -> dic
         f"SELECT f.path, f.run_id, r.status FROM files f JOIN runs r ON r.id = f.run_id "
         f"WHERE f.path IN ({','.join('?' * len(paths))}) "
         f"GROUP BY f.path, f.run_id HAVING COUNT(DISTINCT f.worker) = 1", paths)]
-    chunked = _chunked_in(history, sorted({r for _, r, _ in found}))
+    chunked = chunked_in(history, sorted({r for _, r, _ in found}))
     whole: dict[str, dict[int, str]] = {}
     for path, run_id, status in found:
         if (run_id, path) not in chunked:
@@ -327,7 +327,7 @@ def _shape_runs(history: History, preferred: Mapping[str, Sequence[int]]) -> dic
     return out
 
 
-def _chunked_in(history: History, run_ids: Sequence[int]) -> set[tuple[int, str]]:
+def chunked_in(history: History, run_ids: Sequence[int]) -> set[tuple[int, str]]:
     """(run, file) where the run's plan cut the file into chunks: its tests' order there is
     the order the chunks ran in, not their collection order, even where one worker ran them
     all (scipy.sparse's test_64bit.py, its second chunk first: a shape read from that run
