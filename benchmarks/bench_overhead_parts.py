@@ -346,7 +346,7 @@ def part_session(py: str, tmp: Path, reps: int, tests: int, files: int) -> dict[
 # -- the recorder's hooks, in-process -------------------------------------------------------
 
 HOOKS_DRIVER = r'''
-import gc, json, os, sys, tempfile, threading, time
+import gc, json, os, pathlib, sys, tempfile, threading, time
 import pytest
 from suitefit.history import History
 from suitefit.measure.channel import Receiver, Sender
@@ -370,10 +370,14 @@ run_id = h.new_run("bench", started=time.time())
 rec = WorkerRecorder(h, run_id, "main", Sender(fifo), reap_grace_s=3.0)
 
 class Item:
-    def __init__(self, nodeid):
+    def __init__(self, nodeid, path):
         self.nodeid = nodeid
+        self.path = path  # one object a file, as pytest's items of one file share theirs
 
-items = [Item(f"tests/test_f{i // per_file:05d}.py::test_{i}") for i in range(n)]
+paths = {}
+items = [Item(f"tests/test_f{i // per_file:05d}.py::test_{i}",
+              paths.setdefault(i // per_file, pathlib.Path(f"tests/test_f{i // per_file:05d}.py")))
+         for i in range(n)]
 reports = [[pytest.TestReport(it.nodeid, ("x", 1, "t"), {}, "passed", None, when, [], 0.001)
             for when in ("setup", "call", "teardown")] for it in items]
 gc.collect()
