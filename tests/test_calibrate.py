@@ -43,6 +43,7 @@ def test_a_calibration_measures_contention_and_startup_until_a_whole_run_measure
     assert cm.startup_by_workers[2] == pytest.approx(2.5)
     # the slice's times are not its files' costs: they were timed alone already
     assert {f.path: f.wall_s for f in cm.files} == {p: pytest.approx(f.wall_s) for p, f in files.items()}
+    assert cm.run_slowdown == {2: pytest.approx(expected)}  # run 2, the calibration
     plan = make_plan(cm, Budget(10_000, 2, workers=2))
     assert plan.slow == pytest.approx(expected)
 
@@ -50,7 +51,27 @@ def test_a_calibration_measures_contention_and_startup_until_a_whole_run_measure
     whole = SynthRun({"gw0": paths[::2], "gw1": paths[1::2]}, files, kind="run", scale=1.3)
     write_history(tmp_path / "h2.sqlite", [serial, calib, whole])
     with History(tmp_path / "h2.sqlite") as h:
-        assert build_cost_model(h).slowdown == {2: pytest.approx(1.3)}
+        cm = build_cost_model(h)
+    assert cm.slowdown == {2: pytest.approx(1.3)}
+    assert cm.run_slowdown == {2: pytest.approx(expected), 3: pytest.approx(1.3)}
+
+
+def test_the_calibrations_line_says_what_it_measured_and_what_plans_use(tmp_path: Path) -> None:
+    from suitefit.cli.calibrate import _measured_line
+    from suitefit.config import load_config
+
+    files = {f"tests/test_{i}.py": SynthFile(f"tests/test_{i}.py", 1.0) for i in range(6)}
+    paths = list(files)
+    runs = [SynthRun({"main": paths}, files),
+            SynthRun({"gw0": paths[::2], "gw1": paths[1::2]}, files, kind="run", scale=1.3),
+            SynthRun({"gw0": paths[:3:2], "gw1": paths[1:4:2]}, files, kind="calibrate", scale=1.8, startup_s=2.5)]
+    write_history(tmp_path / "h.sqlite", runs)
+    (tmp_path / "pyproject.toml").write_text("")
+    with History(tmp_path / "h.sqlite") as h:
+        line = _measured_line(h, load_config(tmp_path), 3, 2)
+    assert line.startswith("calibration run 3 (")
+    assert ("side by side on 2 workers, files took x1.80 their time alone; a worker started in 2.5 s (1.5 s alone); "
+            "plans use x1.30, measured by whole runs with 2 workers") in line, line
 
 
 # -- what it chooses (pure) ---------------------------------------------------------------
@@ -133,6 +154,7 @@ def test_a_profile_calibrates_on_workers_and_the_next_plan_knows_the_contention(
     assert "suitefit: calibrating: 6 file(s)" in prof.stderr, prof.stderr
     line = next(ln for ln in prof.stderr.splitlines() if ln.startswith("suitefit: calibration run 2"))
     assert "side by side on 2 workers, files took x" in line and "a worker started in" in line, line
+    assert line.endswith("plans use it until a whole run with 2 workers measures its own"), line
     assert _runs(tmp_path) == [(1, "profile", 1, "passed"), (2, "calibrate", 2, "passed")]
     with sqlite3.connect(tmp_path / ".suitefit" / "history.sqlite") as c:
         ran = {(r[0], r[1]) for r in c.execute("SELECT path, worker FROM files WHERE run_id = 2")}

@@ -68,6 +68,7 @@ def build_cost_model(history: History | None, *, files: Sequence[str] = (),
         run_ids = [int(r[0]) for r in rows]
     fcosts: dict[str, FileCost] = {}
     slowdown: dict[int, float] = {}
+    run_slowdown: dict[int, float] = {}
     startups: dict[int, float] = {}
     fixtures: tuple[FixtureCost, ...] = ()
     worker = DEFAULT_WORKER
@@ -77,7 +78,7 @@ def build_cost_model(history: History | None, *, files: Sequence[str] = (),
     fault: tuple[float, str] | None = None
     if history is not None and run_ids:
         fixtures, fx_rows, fx_files = _fixtures(history, run_ids)
-        fcosts, used_runs, slowdown, fault = _files(history, run_ids, last, fx_rows, fx_files)
+        fcosts, used_runs, (slowdown, run_slowdown), fault = _files(history, run_ids, last, fx_rows, fx_files)
         worker, wnote, startups = _worker(history, sorted(used_runs))
         controller_s = _controller_start(history, sorted(used_runs))
         notes.append(wnote)
@@ -111,6 +112,7 @@ def build_cost_model(history: History | None, *, files: Sequence[str] = (),
         fixtures=fixtures,
         worker=worker,
         slowdown=slowdown,
+        run_slowdown=run_slowdown,
         startup_by_workers=startups,
         controller_s=controller_s,
         outside_by_workers=outside,
@@ -209,7 +211,8 @@ def _fixtures(history: History, run_ids: Sequence[int]) -> tuple[
 def _files(history: History, run_ids: Sequence[int], last: int,
            fx_on_worker: Mapping[tuple[int, str], Mapping[str, tuple[float, float]]],
            fx_users: Mapping[int, Mapping[str, set[str]]]
-           ) -> tuple[dict[str, FileCost], set[int], dict[int, float], tuple[float, str] | None]:
+           ) -> tuple[dict[str, FileCost], set[int], tuple[dict[int, float], dict[int, float]],
+                      tuple[float, str] | None]:
     rows = history.execute(
         f"SELECT run_id, worker, path, started, wall_s, cpu_s, tests, peak_mb, baseline_mb FROM files "
         f"WHERE run_id IN ({_q(run_ids)}) ORDER BY run_id, worker, started")
@@ -240,7 +243,7 @@ def _files(history: History, run_ids: Sequence[int], last: int,
         if kind == CALIBRATION:
             calibrations.add(int(run_id))
     # with faults modelled, files that touch much memory are priced apart from CPU sharing
-    slowdown = _slowdown(n_of, per, heavy_apart=fault is not None, priors=calibrations)
+    slowdown, by_run = _slowdown(n_of, per, heavy_apart=fault is not None, priors=calibrations)
     by_path: dict[str, list[tuple[int, list[float]]]] = {}
     used: set[int] = set(calibrations)  # read for their workers' start-up, not their files' times
     for (run_id, path), acc in per.items():
@@ -294,7 +297,7 @@ def _files(history: History, run_ids: Sequence[int], last: int,
     shares = _time_shares(history, _shape_runs(history, {path: [r[0] for r in by_path[path]] for path in long}))
     for path, sh in shares.items():
         out[path] = replace(out[path], time_shares=sh)
-    return out, used, slowdown, fault
+    return out, used, (slowdown, by_run), fault
 
 
 SHAPED_SHARE = 128  # files holding 1/128 of the work or more: what a chunk could be cut from
@@ -471,8 +474,10 @@ def _kept(rows: Sequence[Sequence[Any]], set_up: Sequence[tuple[float, float]],
 
 
 def _slowdown(n_of: Mapping[int, int], per: Mapping[tuple[int, str], list[float]],
-              heavy_apart: bool = False, priors: Collection[int] = ()) -> dict[int, float]:
-    """Worker count -> how much longer a file takes than in a serial run on this machine.
+              heavy_apart: bool = False, priors: Collection[int] = ()
+              ) -> tuple[dict[int, float], dict[int, float]]:
+    """Worker count -> how much longer a file takes than in a serial run on this machine; and
+    run -> that run's own figure (what a calibration says it measured).
 
     Measured, not assumed: per run with n workers, the files' time against the same files'
     median serial time, weighted by time (the sum of one over the sum of the other: the
@@ -497,12 +502,16 @@ def _slowdown(n_of: Mapping[int, int], per: Mapping[tuple[int, str], list[float]
         if n >= 2 and path in ref and not acc[4] and not (heavy_apart and acc[3] >= FAULT_MIN_MB):
             pairs.setdefault(n, {}).setdefault(run_id, []).append((acc[0], ref[path]))
     out: dict[int, float] = {}
+    by_run: dict[int, float] = {}
     for n, runs in pairs.items():
-        whole = [f for r, ps in runs.items() if r not in priors and (f := slowdown_factor(ps)) is not None]
-        prior = [f for r, ps in runs.items() if r in priors and (f := slowdown_factor(ps)) is not None]
+        for r, ps in runs.items():
+            if (f := slowdown_factor(ps)) is not None:
+                by_run[r] = f
+        whole = [by_run[r] for r in runs if r in by_run and r not in priors]
+        prior = [by_run[r] for r in runs if r in by_run and r in priors]
         if whole or prior:
             out[n] = max(0.5, median(whole or prior))
-    return out
+    return out, by_run
 
 
 def slowdown_factor(pairs: Sequence[tuple[float, float]]) -> float | None:

@@ -148,6 +148,7 @@ class CostModel:
     # measured on this machine: worker count -> a file's time against a serial run, and
     # worker count -> one worker's startup when that many start together
     slowdown: Mapping[int, float] = field(default_factory=dict)
+    run_slowdown: Mapping[int, float] = field(default_factory=dict)  # each run's own figure
     startup_by_workers: Mapping[int, float] = field(default_factory=dict)
     # xdist's controller before it starts its workers: a serial startup less its collection
     controller_s: float | None = None

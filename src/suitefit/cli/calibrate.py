@@ -26,6 +26,7 @@ from suitefit.cli._common import (
 from suitefit.config import Config, load_config
 from suitefit.exits import EXIT_FAILED, EXIT_OK, explain_exit
 from suitefit.history import History
+from suitefit.median import median
 from suitefit.units import fmt_s
 
 FAILED = ("failed", "error")
@@ -132,16 +133,22 @@ def _measured_line(h: History, cfg: Config, run_id: int, workers: int) -> str:
                        [run_id, *FAILED])[0][0]
     wall = h.run(run_id).wall_s
     parts = []
-    factor = costs.slowdown.get(workers)
+    factor = costs.run_slowdown.get(run_id)
     if factor is not None:
         parts.append(f"side by side on {workers} workers, files took x{factor:.2f} their time alone")
     else:
         parts.append(f"too few files ran cleanly to measure how {workers} workers slow each other")
-    start = costs.startup_by_workers.get(workers)
+    starts = [float(r[0]) for r in h.execute("SELECT startup_s FROM workers WHERE run_id = ? "
+                                             "AND startup_s IS NOT NULL", [run_id])]
     alone = costs.startup_by_workers.get(1)
-    if start is not None:
-        parts.append(f"a worker started in {fmt_s(start)}" + (f" ({fmt_s(alone)} alone)" if alone else ""))
-    line = f"calibration run {run_id} ({fmt_s(wall or 0.0)}): " + "; ".join(parts) + "; plans use both"
+    if starts:
+        parts.append(f"a worker started in {fmt_s(median(starts))}" + (f" ({fmt_s(alone)} alone)" if alone else ""))
+    plans = costs.slowdown.get(workers)
+    if factor is not None and plans is not None and abs(plans - factor) > 0.005:
+        parts.append(f"plans use x{plans:.2f}, measured by whole runs with {workers} workers")
+    elif factor is not None:
+        parts.append(f"plans use it until a whole run with {workers} workers measures its own")
+    line = f"calibration run {run_id} ({fmt_s(wall or 0.0)}): " + "; ".join(parts)
     if failed:
         line += (f". {failed} test(s) failed beside other files that passed in the serial profile: "
                  f"`suitefit report` shows run {run_id}")
