@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from clihelp import suitefit
 from plan_synth import SynthFile, SynthRun, write_history
+from venvs import OLDEST, make_venv
 
 from suitefit.costs import build_cost_model
 from suitefit.history import History
@@ -147,9 +148,15 @@ def _runs(root: Path) -> list[tuple[int, str, int, str]]:
         return [tuple(r) for r in c.execute("SELECT id, kind, workers, status FROM runs ORDER BY id")]
 
 
-def test_a_profile_calibrates_on_workers_and_the_next_plan_knows_the_contention(tmp_path: Path) -> None:
+@pytest.mark.parametrize("pair", [None, pytest.param(OLDEST, marks=pytest.mark.slow, id="oldest")],
+                         ids=lambda p: "current" if p is None else "oldest")
+def test_a_profile_calibrates_on_workers_and_the_next_plan_knows_the_contention(
+        tmp_path: Path, pair: tuple[str, ...] | None) -> None:
+    """On the newest and the oldest pytest/xdist supported (xdist 3.5 has no
+    --no-loadscope-reorder: the calibration does not pass it there)."""
+    python = str(make_venv(pair, with_suitefit=True)) if pair else None
     _project(tmp_path)
-    prof = suitefit("profile", "--", "-q", cwd=tmp_path)
+    prof = suitefit("profile", "--", "-q", cwd=tmp_path, python=python)
     assert prof.returncode == 0, prof.stderr
     assert "suitefit: calibrating: 6 file(s)" in prof.stderr, prof.stderr
     line = next(ln for ln in prof.stderr.splitlines() if ln.startswith("suitefit: calibration run 2"))
@@ -161,7 +168,7 @@ def test_a_profile_calibrates_on_workers_and_the_next_plan_knows_the_contention(
     assert {p for p, _ in ran} == {f"tests/test_cpu{i}.py" for i in range(6)}  # not the hog
     assert {w for _, w in ran} == {"gw0", "gw1"}  # side by side, in xdist workers
     assert "6 passed" in (tmp_path / ".suitefit" / "calibrate-2.log").read_text()  # pytest's output, kept
-    plan = suitefit("plan", "--workers", "2", cwd=tmp_path)
+    plan = suitefit("plan", "--workers", "2", cwd=tmp_path, python=python)
     assert plan.returncode == 0, plan.stderr
     assert NO_CONTENTION not in plan.stdout and "measured slowdown against a serial run: 2 workers x" in plan.stdout
     # the report after a profile is the profile's, not its calibration's slice
