@@ -114,6 +114,9 @@ def test_it_runs_on_one_worker_a_cpu_as_far_as_memory_allows_and_says_why_not() 
     assert choose(_costs(normal, baseline_mb=990.0), cpus=4, memory_mb=4000).workers == 3
     none = choose(_costs(normal, baseline_mb=990.0), cpus=4, memory_mb=1500)
     assert not none.files and "do not fit the budget" in none.why
+    # eight CPUs, memory for three workers: four files are enough for three
+    four = choose(_costs(normal[:4], baseline_mb=990.0), cpus=8, memory_mb=4000)
+    assert four.workers == 3 and len(four.files) == 4, four
     one_cpu = choose(_costs(normal), cpus=1, memory_mb=8000)
     assert not one_cpu.files and "no workers" in one_cpu.why
     few = choose(_costs(normal[:2]), cpus=2, memory_mb=8000)

@@ -36,10 +36,6 @@ class Calibration:
     window_s: float  # serial seconds each worker is meant to run
     why: str
 
-    @property
-    def serial_s(self) -> float:
-        return self.window_s * self.workers
-
 
 def choose(costs: CostModel, cpus: int, memory_mb: float, *, workers: int | None = None) -> Calibration:
     """Files that together take about ``window`` serial seconds a worker.
@@ -60,20 +56,19 @@ def choose(costs: CostModel, cpus: int, memory_mb: float, *, workers: int | None
     window = min(WINDOW_MAX_S, max(WINDOW_MIN_S, WINDOW_SHARE * work))
     heavy = _heavy_fixtures(costs.fixtures)
     light = [f for f in measured if _eligible(f, heavy)]
+    # memory: xdist's controller (a baseline), and each worker's baseline and largest file
+    base = costs.worker.baseline_mb
+    per_worker = base + max((f.peak_mb for f in light), default=0.0)
+    fits = int((memory_mb - base) // per_worker) if per_worker > 0 else w
+    if fits < 2:
+        return Calibration(w, (), window, f"two workers and xdist's controller ({2 * per_worker + base:.0f} MiB) "
+                                          f"do not fit the budget ({memory_mb:.0f} MiB)")
+    w = min(w, fits)
     need = max(MIN_FILES, w + 1)
     eligible = [f for f in light if f.wall_s <= window / PIECES]
     if len(eligible) < need:  # a suite of longer files: as long as a window, the shortest of them
         eligible = sorted((f for f in light if f.wall_s <= window), key=lambda f: f.wall_s)[:need]
     eligible.sort(key=lambda f: (-f.wall_s, zlib.crc32(f.path.encode())))
-    # memory: xdist's controller (a baseline), every worker's baseline and the largest file on each
-    per_worker = costs.worker.baseline_mb + max((f.peak_mb for f in eligible), default=0.0)
-    fits = int((memory_mb - costs.worker.baseline_mb) // per_worker) if per_worker > 0 else w
-    if fits < w:
-        w = fits
-        if w < 2:
-            return Calibration(w, (), window, f"two workers and xdist's controller ({2 * per_worker + costs.worker.baseline_mb:.0f} MiB) "
-                                              f"do not fit "
-                                              f"the budget ({memory_mb:.0f} MiB)")
     chosen: list[FileCost] = []
     total = 0.0
     for f in eligible:
