@@ -232,3 +232,13 @@ def test_a_test_that_fails_beside_other_files_is_named_and_the_profile_still_pas
         cm = build_cost_model(h)
     assert 2 in cm.slowdown
     assert {f.path for f in cm.files if not f.trusted} == set()
+
+
+def test_a_profile_whose_arguments_choose_workers_or_turn_xdist_off_is_not_calibrated() -> None:
+    from suitefit.cli.calibrate import skip_reason
+
+    assert skip_reason(["-q", "tests", "-k", "not slow"]) is None
+    for args in (["-n", "2"], ["-n4"], ["--dist=load"], ["--numprocesses", "auto"], ["--maxprocesses=2"]):
+        assert skip_reason(args) == "the arguments choose xdist's workers themselves", args
+    for args in (["-p", "no:xdist"], ["-pno:xdist"]):
+        assert skip_reason(args) == "the arguments turn pytest-xdist off", args

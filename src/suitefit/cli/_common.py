@@ -65,6 +65,15 @@ def _start_over(path: Path, e: HistoryCorrupt) -> History:
     return History(path)
 
 
+# pytest-xdist's options that choose workers and how tests go to them
+XDIST_OPTIONS = ("-n", "--numprocesses", "--dist", "-d", "--tx", "--max-worker-restart", "--maxprocesses")
+
+
+def xdist_option(arg: str) -> bool:
+    """Is ``arg`` one of xdist's worker options (``-n4`` and ``--dist=load`` included)?"""
+    return arg.split("=", 1)[0] in XDIST_OPTIONS or (arg.startswith("-n") and arg[2:].isdigit())
+
+
 def pytest_command(python: str | None = None) -> list[str]:
     return [python or sys.executable, "-m", "pytest"]
 

@@ -22,6 +22,7 @@ from suitefit.cli._common import (
     resolve_history,
     run_pytest,
     start_measured_run,
+    xdist_option,
 )
 from suitefit.config import Config, load_config
 from suitefit.exits import EXIT_FAILED, EXIT_OK, explain_exit
@@ -60,9 +61,8 @@ def skip_reason(args: list[str]) -> str | None:
     if importlib.util.find_spec("xdist") is None:
         return "pytest-xdist is not installed"
     for i, a in enumerate(args):
-        name = a.split("=", 1)[0]
-        if name in ("-n", "--numprocesses", "--dist", "-d", "--tx") or (a.startswith("-n") and a[2:].isdigit()):
-            return "the profile ran with workers itself"
+        if xdist_option(a):
+            return "the arguments choose xdist's workers themselves"
         if (a == "-p" and i + 1 < len(args) and args[i + 1] == "no:xdist") or a == "-pno:xdist":
             return "the arguments turn pytest-xdist off"
     return None

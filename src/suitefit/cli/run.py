@@ -15,6 +15,7 @@ from suitefit.cli._common import (
     history_for_a_run,
     history_option,
     start_measured_run,
+    xdist_option,
 )
 from suitefit.cli.handover import Handover
 from suitefit.config import load_config
@@ -23,13 +24,10 @@ from suitefit.history import History
 from suitefit.model import Measured, Plan, WorkerCost, predicted
 from suitefit.units import fmt_mb, fmt_s
 
-FORBIDDEN = ("-n", "--numprocesses", "--dist", "-d", "--tx", "--max-worker-restart", "--maxprocesses")
-
 
 def _check_args(args: list[str]) -> None:
     for a in args:
-        name = a.split("=", 1)[0]
-        if name in FORBIDDEN or (a.startswith("-n") and a[2:].isdigit()):
+        if xdist_option(a):
             raise SuitefitError(
                 f"pytest argument {a!r} conflicts with the plan: use `suitefit run --workers N` "
                 "(suitefit chooses -n, --dist and --max-worker-restart itself)"
