@@ -123,10 +123,11 @@ def test_pytest_runs_in_the_commands_own_process_as_python_m_pytest(tmp_path: Pa
 
 
 POOLS = """
-import json, os
+import json, os, time
 import pytest
-@pytest.mark.parametrize("i", range(4))
+@pytest.mark.parametrize("i", range(2))
 def test_pools(i):
+    time.sleep(0.5)  # two files of 1 s: a worker that starts late still gets one
     with open(os.environ["POOLS_LOG"], "a") as f:
         f.write(json.dumps({"worker": os.environ.get("PYTEST_XDIST_WORKER", "main"),
                             **{v: os.environ.get(v) for v in THREAD_VARS}}) + "\\n")
@@ -142,7 +143,8 @@ def test_thread_pools_are_shared_out_among_workers_and_left_alone_for_one(tmp_pa
     from suitefit.threads import THREAD_VARS
 
     (tmp_path / "tests").mkdir()
-    (tmp_path / "tests" / "test_pools.py").write_text(f"THREAD_VARS = {THREAD_VARS!r}\n" + POOLS)
+    for name in ("a", "b"):  # two units: one a worker (one file of four tests was one unit, unless chunked)
+        (tmp_path / "tests" / f"test_pools_{name}.py").write_text(f"THREAD_VARS = {THREAD_VARS!r}\n" + POOLS)
     log = tmp_path / "pools.jsonl"
     base = {k: v for k, v in os.environ.items()
             if k not in THREAD_VARS and not k.startswith(("PYTEST_XDIST", "PYTEST_ADDOPTS"))}
