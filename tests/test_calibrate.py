@@ -242,3 +242,16 @@ def test_a_profile_whose_arguments_choose_workers_or_turn_xdist_off_is_not_calib
         assert skip_reason(args) == "the arguments choose xdist's workers themselves", args
     for args in (["-p", "no:xdist"], ["-pno:xdist"]):
         assert skip_reason(args) == "the arguments turn pytest-xdist off", args
+
+
+def test_a_calibration_that_runs_no_tests_says_so_and_changes_no_plan(tmp_path: Path) -> None:
+    """Arguments other than the profile's (here only the hog, which the slice leaves out):
+    pytest collects nothing of the slice and exits 5; one line, exit 1, nothing learned."""
+    _project(tmp_path)
+    assert suitefit("profile", "--no-calibrate", "--", "-q", cwd=tmp_path).returncode == 0
+    res = suitefit("calibrate", "--", "tests/test_hog.py", cwd=tmp_path)
+    assert res.returncode == 1 and "Traceback" not in res.stderr, res.stderr
+    assert res.stderr.strip().splitlines()[-1].startswith(
+        "suitefit: calibration run 2 did not finish: pytest collected no tests (exit 5)"), res.stderr
+    assert _runs(tmp_path) == [(1, "profile", 1, "passed"), (2, "calibrate", 2, "no-tests")]
+    assert NO_CONTENTION in suitefit("plan", "--workers", "2", cwd=tmp_path).stdout

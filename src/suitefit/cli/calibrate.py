@@ -107,8 +107,7 @@ def calibrate(h: History, cfg: Config, args: list[str], *, workers: int | None =
     record_command_wall(h, run_id, unmeasured_s=before_s)
     problem = explain_exit(rc, status)
     if problem or rc not in (EXIT_OK, EXIT_FAILED):
-        return f"calibration run {run_id} did not finish ({problem or f'pytest exited {rc}'}; see {log}): " \
-               f"plans assume no contention until a run with workers measures it", False
+        return f"calibration run {run_id} did not finish: {problem or f'pytest exited {rc}'} (see {log})", False
     return _measured_line(h, cfg, run_id, pick.workers), True
 
 
