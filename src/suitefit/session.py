@@ -19,11 +19,11 @@ from suitefit import timing
 from suitefit.errors import SuitefitError
 from suitefit.history import History
 from suitefit.measure.channel import Sender
-from suitefit.measure.recorder import WorkerRecorder
+from suitefit.measure.recorder import WorkerRecorder, file_of
 from suitefit.units import fmt_mb, fmt_s, parse_size_mb
 
 if TYPE_CHECKING:
-    from collections.abc import Generator
+    from collections.abc import Callable, Generator
 
 RUN_KEY = pytest.StashKey["RunSide"]()
 WORKER_KEY = pytest.StashKey[WorkerRecorder]()
@@ -222,7 +222,6 @@ class RunSide:
     def pytest_handlecrashitem(self, crashitem: str, report: Any, sched: Any) -> None:
         """xdist names the test a dead worker was running: keep it as a failed test row."""
         from suitefit.history import TestRecord
-        from suitefit.measure.recorder import file_of
 
         node = getattr(report, "node", None)
         wid = node.gateway.id if node is not None else "?"
@@ -491,7 +490,7 @@ def _configure_controller(config: pytest.Config) -> None:
         config.stash[WORKER_KEY] = wr
         config.pluginmanager.register(wr, "suitefit-worker")
         side.local_worker = wr
-        _register_shard_filter(config, path, run_id)
+        _register_filters(config, path, run_id)
         if side.control is not None:
             _attach_release(config, MAIN_WORKER, history, run_id)
     else:
@@ -557,15 +556,10 @@ class ShardFilter:
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
         from pathlib import Path
 
-        from suitefit.measure.recorder import file_of
         from suitefit.shard_results import write_collected
 
         write_collected(Path(self.history_path), self.run_id, [i.nodeid for i in items])
-        keep = [i for i in items if self.spec.keeps(file_of(i.nodeid))]
-        drop = [i for i in items if not self.spec.keeps(file_of(i.nodeid))]
-        if drop:
-            items[:] = keep
-            config.hook.pytest_deselected(items=drop)
+        _keep_files(config, items, self.spec.keeps)
 
 
 class OnlyFiles:
@@ -586,18 +580,24 @@ class OnlyFiles:
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
-        from suitefit.measure.recorder import file_of
-
         rank = self.rank
-        keep = [i for i in items if file_of(i.nodeid) in rank]
-        drop = [i for i in items if file_of(i.nodeid) not in rank]
-        keep.sort(key=lambda i: rank[file_of(i.nodeid)])  # stable: a file's own order stays
+        _keep_files(config, items, rank.__contains__)
+        items.sort(key=lambda i: rank[file_of(i.nodeid)])  # stable: a file's own order stays
+
+
+def _keep_files(config: pytest.Config, items: list[pytest.Item], keeps: Callable[[str], bool]) -> None:
+    """Keep the items of the files ``keeps`` accepts; the rest are deselected, as ``-k`` does."""
+    keep: list[pytest.Item] = []
+    drop: list[pytest.Item] = []
+    for i in items:
+        (keep if keeps(file_of(i.nodeid)) else drop).append(i)
+    if drop:
         items[:] = keep
-        if drop:
-            config.hook.pytest_deselected(items=drop)
+        config.hook.pytest_deselected(items=drop)
 
 
-def _register_shard_filter(config: pytest.Config, history_path: str, run_id: int) -> None:
+def _register_filters(config: pytest.Config, history_path: str, run_id: int) -> None:
+    """The filters a run's options ask for: a shard's files, a calibration's slice."""
     spec = config.getoption("suitefit_shard_spec")
     if spec:
         config.pluginmanager.register(ShardFilter(spec, history_path, run_id), "suitefit-shard")
@@ -625,7 +625,7 @@ def _configure_worker(config: pytest.Config, workerinput: dict[str, Any]) -> Non
                         exact_hwm=bool(workerinput.get("suitefit_exact_hwm", True)))
     config.stash[WORKER_KEY] = wr
     config.pluginmanager.register(wr, "suitefit-worker")
-    _register_shard_filter(config, workerinput["suitefit_history"], int(run_id))
+    _register_filters(config, workerinput["suitefit_history"], int(run_id))
     if config.getoption("suitefit_plan"):  # xdist hands workers the controller's options
         _attach_release(config, str(workerinput["workerid"]), history, int(run_id))
 

@@ -28,9 +28,8 @@ from suitefit.config import Config, load_config
 from suitefit.exits import EXIT_FAILED, EXIT_OK, explain_exit
 from suitefit.history import History
 from suitefit.median import median
+from suitefit.summary import failed_tests
 from suitefit.units import fmt_s
-
-FAILED = ("failed", "error")
 
 
 @click.command(context_settings={"ignore_unknown_options": True})
@@ -128,8 +127,7 @@ def _measured_line(h: History, cfg: Config, run_id: int, workers: int) -> str:
     from suitefit.costs import build_cost_model
 
     costs = build_cost_model(h, groups=cfg.groups, root=cfg.root)
-    failed = h.execute(f"SELECT count(*) FROM tests WHERE run_id = ? AND outcome IN ({','.join('?' * len(FAILED))})",
-                       [run_id, *FAILED])[0][0]
+    failed = len(failed_tests(h, run_id, 0.0))
     wall = h.run(run_id).wall_s
     parts = []
     factor = costs.run_slowdown.get(run_id)
