@@ -95,8 +95,16 @@ def drive(sc: dict) -> tuple[Core, list[tuple[str, Send]], float]:
             total += sc["baseline"] + sum(fx_mb[f] for f in res) + max(0.0, kept[w]) + own
         return total
 
+    def caches_hold() -> None:
+        """What the core caches per worker (``_refresh``) is what a walk of its queue says."""
+        for cw in core._workers.values():
+            walked, resident = core._walk(cw)
+            assert (cw.peak, cw.resident) == (pytest.approx(walked), resident)
+            assert cw.kept_after == pytest.approx(max(0.0, cw.kept + sum(x.unit.kept_mb for x in cw.queue)))
+
     def ask(w: str) -> None:
         nonlocal peak
+        caches_hold()
         for d in core.want(w, 0.0, holding=bool(queue[w])):
             o = d.worker
             held = bool(queue[o])
@@ -147,6 +155,7 @@ def drive(sc: dict) -> tuple[Core, list[tuple[str, Send]], float]:
         else:  # the held test runs: the unit is done
             u = queue[w].pop(0)
             core.done(w, u.name, 0.0)
+            caches_hold()
             resident[w] = (resident[w] | set(u.fixtures)) - releases.pop((w, u.name), set())
             kept[w] += u.kept_mb
             nxt = queue[w][0] if queue[w] else None
@@ -397,6 +406,29 @@ def test_reconcile_is_the_one_place_for_files_the_plan_does_not_know() -> None:
     # the new file at the median single-file cost (2.0 s), in longest-first position
     assert [u.name for u in core.pending_units()] == ["a", "c", "t/test_new.py", "b"]
     assert core.pending_units()[0].files == ("t/test_a.py",)
+
+
+def test_the_last_pending_unit_is_found_after_takes_and_insertions() -> None:
+    """``_last_fitting`` looks for the last pending unit from where it last stopped; a unit
+    inserted behind that point (a file the plan never saw) is found again."""
+    core = Core([Unit("a", ("t/test_a.py",), 5.0, 10.0), Unit("b", ("t/test_b.py",), 3.0, 10.0),
+                 Unit("c", ("t/test_c.py",), 1.0, 10.0)], budget_mb=None, baseline_mb=10)
+    core.worker_up("gw0")
+    w = core._workers["gw0"]
+    last = core._last_fitting(w)
+    assert last is not None and last.unit.name == "c"
+    core._take(last)
+    last = core._last_fitting(w)
+    assert last is not None and last.unit.name == "b"
+    core._take(last)
+    core.reconcile(["t/test_a.py", "t/test_new.py"])  # at the median, 3.0 s: inserted last
+    last = core._last_fitting(w)
+    assert last is not None and last.unit.name == "t/test_new.py"
+    core._take(last)
+    last = core._last_fitting(w)
+    assert last is not None and last.unit.name == "a"
+    core._take(last)
+    assert core._last_fitting(w) is None
 
 
 def test_chunks_split_a_file_evenly_and_cover_it_once() -> None:
