@@ -101,6 +101,15 @@ def drive(sc: dict) -> tuple[Core, list[tuple[str, Send]], float]:
             walked, resident = core._walk(cw)
             assert (cw.peak, cw.resident) == (pytest.approx(walked), resident)
             assert cw.kept_after == pytest.approx(max(0.0, cw.kept + sum(x.unit.kept_mb for x in cw.queue)))
+            for s in core._slots:  # a unit behind the queue, from the caches: the walk's figure
+                if not s.taken:
+                    assert core._peak_with(cw, s) == core._walk(cw, s)[0]
+            assert cw.visible == core._visible(cw)
+        assert core.running_mb == pytest.approx(core.fixed_mb + sum(core._visible(x) for x in core._workers.values()))
+        for cw in core._workers.values():
+            pending = [(core._walk(cw, s)[0], s.pos) for s in core._slots if not s.taken]
+            if pending:  # the kept cheapest unit is the cheapest now
+                assert core._cheapest(cw)[:2] == min(pending)
 
     def ask(w: str) -> None:
         nonlocal peak
@@ -429,6 +438,18 @@ def test_the_last_pending_unit_is_found_after_takes_and_insertions() -> None:
     assert last is not None and last.unit.name == "a"
     core._take(last)
     assert core._last_fitting(w) is None
+
+
+def test_the_cheapest_unit_is_found_after_an_insertion() -> None:
+    """``_cheapest`` keeps its answer per worker until the worker or the slots change: a
+    unit that a requeue puts in after it was asked (smaller than any before) is its answer."""
+    core = Core([Unit("a", ("t/test_a.py",), 5.0, 300.0), Unit("b", ("t/test_b.py",), 3.0, 200.0)],
+                budget_mb=1000, baseline_mb=10)
+    core.worker_up("gw0")
+    w = core._workers["gw0"]
+    assert core._cheapest(w)[2].unit.name == "b"
+    core.requeue(Unit("back", ("t/test_c.py",), 1.0, 50.0))
+    assert core._cheapest(w)[2].unit.name == "back"
 
 
 def test_chunks_split_a_file_evenly_and_cover_it_once() -> None:

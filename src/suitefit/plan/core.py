@@ -48,6 +48,7 @@ availability, which is what xdist's pipelining otherwise breaks).
 from __future__ import annotations
 
 import bisect
+import heapq
 import math
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -146,8 +147,8 @@ class _Slot:
 
 
 class _Worker:
-    __slots__ = ("base", "closing", "draining", "holding", "kept", "kept_after", "name", "peak", "queue",
-                 "resident", "wait_reason", "waiting")
+    __slots__ = ("base", "closing", "draining", "held", "holding", "kept", "kept_after", "kept_end", "name",
+                 "peak", "queue", "resident", "steps_peak", "version", "visible", "wait_reason", "waiting")
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -158,7 +159,13 @@ class _Worker:
         # worker at many decisions (what no order can free), they are not walked again
         self.peak = 0.0  # predicted peak above baseline over the queue
         self.resident: set[str] = set()  # fixtures still set up once the queue is done
-        self.kept_after = 0.0  # what it will have kept then (only ending it returns that)
+        self.held = 0.0  # their memory
+        self.kept_end = 0.0  # what it will have kept then (signed, as ``kept``)
+        self.kept_after = 0.0  # the same, never below 0 (only ending it returns that)
+        self.steps_peak = 0.0  # ``peak`` without the state after the queue: a unit behind it
+        # starts from ``resident``, ``held`` and ``kept_end`` (``Core._fits``)
+        self.version = 0  # counts those changes (``Core._cheapest`` keeps its answer until then)
+        self.visible = 0.0  # what it shows now (``Core._visible``), kept by ``Core._see``
         self.waiting = False  # asked and got Wait
         self.wait_reason = ""
         self.holding = False  # its last test waits for a next unit (xdist)
@@ -249,6 +256,10 @@ class Core:
         self._head = 0  # no slot before it is pending ...
         self._tail = len(self._slots) - 1  # ... nor after this one
         self._pending = len(self._slots)
+        self._slots_version = 0  # counts insertions (``_reindex``)
+        self._shown = 0.0  # the workers' ``visible``, summed as they change
+        # worker -> (its version, the slots' version, heap of (peak with s behind its queue, pos, s))
+        self._cheap: dict[str, tuple[int, int, list[tuple[float, int, _Slot]]]] = {}
         self._tree = _MinTree([s.least for s in self._slots])
         self._sorted_least = sorted(s.least for s in self._slots)
         self._users: dict[str, int] = {}  # fixture -> pending units using it
@@ -354,6 +365,7 @@ class Core:
         while self._head > 0 and not self._slots[self._head - 1].taken:
             self._head -= 1
         self._tail = len(self._slots) - 1
+        self._slots_version += 1
 
     # -- events -------------------------------------------------------------------------
 
@@ -362,6 +374,7 @@ class Core:
             w = _Worker(name)
             self._workers[name] = w
             self._total += self.baseline_mb
+            self._see(w)
 
     def sample(self, tree_mb: float, workers_mb: Mapping[str, float] | None = None) -> None:
         """A live measurement: memory beyond what the prediction says is there now counts too.
@@ -407,8 +420,16 @@ class Core:
     def _resting(self, w: _Worker) -> float:
         return self.baseline_mb + max(0.0, w.kept) + sum(self._fx_mb[f] for f in w.base)
 
+    def _see(self, w: _Worker) -> None:
+        """After any change of what ``w`` shows (a unit started or done, a worker up or
+        down): the simulation reads the tree after every step, and summing every worker
+        each time was most of planning 64 workers."""
+        v = self._visible(w)
+        self._shown += v - w.visible
+        w.visible = v
+
     def _visible_total(self) -> float:
-        return self.fixed_mb + sum(self._visible(w) for w in self._workers.values())
+        return self.fixed_mb + self._shown
 
     def started(self, name: str, unit: str, now: float) -> None:
         """``unit``'s first test began on ``name``: predicted ends are measured from now."""
@@ -422,6 +443,7 @@ class Core:
                 end = s.end = now + s.unit.wall_s * self.slow
             elif end is not None:
                 end = s.end = end + s.unit.wall_s * self.slow
+        self._see(w)
 
     def done(self, name: str, unit: str, now: float) -> None:
         """``name`` finished ``unit`` (units on a worker finish in the order they were sent)."""
@@ -437,6 +459,7 @@ class Core:
             self._blocked = None
         self._backfill.pop(unit, None)
         self._refresh(w)
+        self._see(w)
         if w.queue and w.queue[0].start is None:
             self.started(name, w.queue[0].unit.name, now)
 
@@ -445,8 +468,10 @@ class Core:
         finished that must run elsewhere: none once the run is stopping (what it held is
         dropped like the pending units); the runner puts them back with ``requeue``."""
         w = self._workers.pop(name, None)
+        self._cheap.pop(name, None)
         if w is None:
             return []
+        self._shown -= w.visible
         self._total -= self.baseline_mb + w.peak
         return [] if self._stopped else [s.unit for s in w.queue]
 
@@ -520,16 +545,20 @@ class Core:
 
     def _walk(self, w: _Worker, extra: _Slot | None = None) -> tuple[float, set[str]]:
         """Peak above baseline over ``w``'s queue (plus ``extra`` behind it), and the fixtures
-        that stay resident. Each unit runs on what the ones before it kept.
+        that stay resident. Each unit runs on what the ones before it kept. The reference
+        for the caches (``_refresh``) and for ``_fits``, which starts from them."""
+        steps, res, held, kept = self._steps(w, (*w.queue, extra) if extra is not None else w.queue)
+        return max(steps, max(0.0, kept) + held), res
 
-        Asked several times a decision (a 5,000-file plan: ~230,000 times): the resident
-        fixtures' memory is carried along, not summed again at every unit."""
+    def _steps(self, w: _Worker, slots: Sequence[_Slot]) -> tuple[float, set[str], float, float]:
+        """The peak over ``slots`` run from ``w``'s base, and the state after them: resident
+        fixtures, their memory (carried along, not summed again at every unit) and kept."""
         mb = self._fx_mb
         res = set(w.base)
         held = sum(mb[f] for f in res) if res else 0.0
         kept = w.kept
         peak = max(0.0, kept) + held
-        for s in (*w.queue, extra) if extra is not None else w.queue:
+        for s in slots:
             for f in s.fx:
                 if f not in res:
                     res.add(f)
@@ -540,14 +569,34 @@ class Core:
                     res.remove(f)
                     held -= mb[f]
             kept += s.unit.kept_mb
-        return max(peak, max(0.0, kept) + held), res
+        return peak, res, held, kept
 
     def _refresh(self, w: _Worker) -> None:
         """After any change of ``w``'s queue, base or kept memory (``done``, ``_send``)."""
-        peak, w.resident = self._walk(w)
-        w.kept_after = max(0.0, w.kept + sum(s.unit.kept_mb for s in w.queue))
+        w.steps_peak, w.resident, w.held, w.kept_end = self._steps(w, w.queue)
+        w.version += 1
+        w.kept_after = max(0.0, w.kept_end)
+        peak = max(w.steps_peak, w.kept_after + w.held)
         self._total += peak - w.peak
         w.peak = peak
+
+    def _peak_with(self, w: _Worker, s: _Slot) -> float:
+        """``_walk(w, s)``'s peak in O(s's fixtures), from the state ``_refresh`` keeps: asked
+        for every pending unit of every waiting worker when none runs a test (at 64 workers,
+        a walk of each queue there made planning take minutes)."""
+        mb, res = self._fx_mb, w.resident
+        held, kept = w.held, w.kept_end
+        new: tuple[str, ...] = ()
+        for f in s.fx:
+            if f not in res and f not in new:
+                new = (*new, f)
+                held += mb[f]
+        peak = max(w.steps_peak, max(0.0, kept) + held + s.own)
+        for f in s.release:
+            if f in res or f in new:
+                held -= mb[f]
+        kept += s.unit.kept_mb
+        return max(peak, max(0.0, kept) + held)
 
     def _free_at(self, w: _Worker, now: float) -> float:
         """When ``w`` is predicted to need its next unit."""
@@ -557,7 +606,7 @@ class Core:
 
     def _fits(self, w: _Worker, slot: _Slot) -> tuple[bool, float]:
         """Does ``slot`` fit queued on ``w``? And the tree it predicts then."""
-        peak, _ = self._walk(w, slot)
+        peak = self._peak_with(w, slot)
         total = self._total - w.peak + peak + self._excess
         ok = self.budget_mb is None or total <= self.budget_mb or peak <= w.peak
         return ok, total  # (adding nothing never makes anything worse)
@@ -642,9 +691,9 @@ class Core:
         # unit) among this worker and the others waiting goes; it may be another worker's
         # (a unit that adds nothing queued behind what that one holds)
         cands = [w, *(o for o in self._workers.values() if o.waiting and o is not w)]
-        pending = [s for s in self._slots if not s.taken]
-        total, _, _, best, o = min(((self._fits(o, s)[1], o is not w, s.pos, s, o)
-                                    for o in cands for s in pending), key=lambda c: c[:3])
+        total, _, _, best, o = min(((self._total - o.peak + p + self._excess, o is not w, pos, s, o)
+                                    for o in cands for p, pos, s in [self._cheapest(o)]),
+                                   key=lambda c: c[:3])
         if self._fits(o, best)[0]:
             return best, f"fits: tree {fmt_mb(total)} of {fmt_mb(budget)}", False, o, False
         # waiting workers whose end would make room for it end (each runs what it holds),
@@ -722,6 +771,31 @@ class Core:
             return s
         return None
 
+    def _cheapest(self, w: _Worker) -> tuple[float, int, _Slot]:
+        """The pending unit that adds least to ``w``'s peak (the first in order among equals):
+        kept from one such choice to the next until ``w`` or the slots change, so that when
+        no worker runs a test the choice is not a walk of every (worker, unit) pair (at 64
+        workers that made planning 5,000 files take minutes)."""
+        # most often a unit fits under the peak ``w`` reaches anyway: the first such, in order
+        floor = w.steps_peak
+        limit = floor - (w.kept_after + w.held)
+        i = self._head
+        while limit >= 0 and (i := self._tree.first_at_most(i, limit * (1 + 1e-12) + 1e-9)) >= 0:
+            s = self._slots[i]
+            p = self._peak_with(w, s)
+            if p <= floor:  # never below it
+                return p, s.pos, s
+            i += 1
+        got = self._cheap.get(w.name)
+        if got is None or got[0] != w.version or got[1] != self._slots_version:
+            heap = [(self._peak_with(w, s), s.pos, s) for s in self._slots if not s.taken]
+            heapq.heapify(heap)
+            got = self._cheap[w.name] = (w.version, self._slots_version, heap)
+        heap = got[2]
+        while heap[0][2].taken:  # the caller asks only while a unit is pending
+            heapq.heappop(heap)
+        return heap[0]
+
     def _shuts_out_a_hog(self, slot: _Slot, w: _Worker) -> bool:
         """Would the resident memory this unit sets up (and that is never released) leave a
         pending unit no room ever? Then that unit goes first."""
@@ -769,6 +843,7 @@ class Core:
             self._blocked = None
             self._backfill = {}
         self._refresh(w)
+        self._see(w)
         if over:
             self.stats.warnings.append(f"{slot.unit.name} {reason}")
         out.append(Send(w.name, slot.unit, reason, over))
