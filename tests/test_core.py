@@ -105,6 +105,9 @@ def drive(sc: dict) -> tuple[Core, list[tuple[str, Send]], float]:
                 if not s.taken:
                     assert core._peak_with(cw, s) == core._walk(cw, s)[0]
             assert cw.visible == core._visible(cw)
+        fresh = {f for x in core._workers.values() for f in x.resident if f not in core._releasable}
+        assert {f for f, n in core._pinned.items() if n} == fresh and all(n >= 0 for n in core._pinned.values())
+        assert core._kept_sum == pytest.approx(sum(x.kept_after for x in core._workers.values()))
         assert core.running_mb == pytest.approx(core.fixed_mb + sum(core._visible(x) for x in core._workers.values()))
         for cw in core._workers.values():
             pending = [(core._walk(cw, s)[0], s.pos) for s in core._slots if not s.taken]
