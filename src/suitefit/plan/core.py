@@ -748,8 +748,11 @@ class Core:
         # queue (what it kept, the fixtures still resident), over the rest of the tree: a
         # bound, so that units that cannot fit are never walked (a 5,000-file plan asked
         # ~100,000 of them, 3 s of its 4.3)
-        limit = ceiling - (self._total - w.peak) - w.kept_after - sum(self._fx_mb[f] for f in w.resident)
-        i = self._head
+        room = ceiling - (self._total - w.peak)
+        limit = room - w.kept_after - sum(self._fx_mb[f] for f in w.resident)
+        # nor below the peak its queue reaches anyway: when that is already over, no unit is
+        # (at 64 workers, a scan of every small unit for nothing, most of planning's time)
+        i = self._head if w.steps_peak <= room + 1e-3 else len(self._slots)
         while True:
             i = self._tree.first_at_most(i, limit)
             if i < 0:
