@@ -88,6 +88,28 @@ def test_a_wall_that_assumes_no_contention_says_so_until_a_run_with_workers_meas
     assert "measured slowdown against a serial run: 2 workers" in suitefit("plan", "--workers", "2", cwd=tmp_path).stdout
 
 
+def test_a_history_of_runs_with_workers_only_does_not_claim_its_wall_assumes_no_contention(tmp_path: Path) -> None:
+    """With no serial run, file times are what runs with workers measured, their contention
+    included: the wall is no "if workers do not slow each other" floor, and no run with
+    workers will ever turn it into one (every plan of a `suitefit run`-only history said so,
+    and that the first run with workers would measure it)."""
+    _project(tmp_path, 4)
+    said = "if workers do not slow each other"
+    first = suitefit("run", "--workers", "2", "--", "-q", cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    second = suitefit("run", "--workers", "2", "--", "-q", cwd=tmp_path)
+    assert second.returncode == 0, second.stderr
+    out = second.stdout + second.stderr
+    assert re.search(r"suitefit: plan: 2 worker\(s\), predicted wall [\d.]+ m?s, peak", out), out
+    assert said not in out
+    plan = suitefit("plan", "--workers", "2", cwd=tmp_path).stdout
+    assert said not in plan and "no run with workers measured yet" not in plan
+    assert "contention: no serial run recorded" in plan and "a serial `suitefit profile` separates the two" in plan
+    # a serial profile gives the reference: the runs with workers then measure the slowdown
+    assert suitefit("profile", "--no-calibrate", "--", "-q", cwd=tmp_path).returncode == 0
+    assert "measured slowdown against a serial run: 2 workers" in suitefit("plan", "--workers", "2", cwd=tmp_path).stdout
+
+
 def test_measured_round_trips_in_the_plan_json() -> None:
     from suitefit.model import Budget
 

@@ -74,6 +74,7 @@ def build_cost_model(history: History | None, *, files: Sequence[str] = (),
     worker = DEFAULT_WORKER
     controller_s: float | None = None
     serial_peak: float | None = None
+    times_from_workers = False
     used_runs: set[int] = set()
     fault: tuple[float, str] | None = None
     if history is not None and run_ids:
@@ -89,6 +90,9 @@ def build_cost_model(history: History | None, *, files: Sequence[str] = (),
             "SELECT peak_rss_mb FROM runs WHERE status != 'running' AND workers <= 1 "
             "AND peak_rss_mb IS NOT NULL ORDER BY id DESC LIMIT 1")
         serial_peak = float(row[0][0]) if row else None
+        times_from_workers = bool(used_runs) and not history.execute(
+            f"SELECT 1 FROM runs WHERE id IN ({_q(sorted(used_runs))}) AND COALESCE(workers, 0) <= 1 "
+            f"AND kind != ? LIMIT 1", [CALIBRATION])
         notes.insert(0, f"costs from {len(used_runs)} recorded run(s) (ids {min(used_runs)}.."
                         f"{max(used_runs)}): per file the median time of its last {last} runs "
                         f"and the largest peak")
@@ -126,6 +130,7 @@ def build_cost_model(history: History | None, *, files: Sequence[str] = (),
         peak_errors=_peak_errors(history) if history is not None else (),
         wall_errors=_wall_errors(history) if history is not None else (),
         serial_peak_mb=serial_peak,
+        times_from_workers=times_from_workers,
         runs_used=len(used_runs),
         declared_groups=declared,
         notes=tuple(notes) + tuple(f"learned order: {c.explain()}" for c in honoured),

@@ -144,6 +144,9 @@ class CostModel:
     fixtures: tuple[FixtureCost, ...] = ()
     worker: WorkerCost = WorkerCost(startup_s=1.0, baseline_mb=100.0)
     serial_peak_mb: float | None = None  # peak of the whole tree in a serial run, if one was measured
+    # no serial run among the runs used: each file's time is as runs with workers measured it,
+    # their contention included and not to be told apart (a plan's wall is no floor then)
+    times_from_workers: bool = False
     runs_used: int = 0  # how many recorded runs fed this model (0: defaults only)
     # measured on this machine: worker count -> a file's time against a serial run, and
     # worker count -> one worker's startup when that many start together
@@ -355,7 +358,8 @@ class Measured:
         work = sum(by_path[f].wall_s for f in files if f in by_path)
         return cls(files=len(known), planned=len(files), measured_s=sum(fc.wall_s for fc in known),
                    work_s=work, runs=costs.runs_used,
-                   contention_unknown=plan.workers >= 2 and not costs.contention_measured)
+                   contention_unknown=(plan.workers >= 2 and not costs.contention_measured
+                                       and not costs.times_from_workers))
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> Measured:

@@ -343,7 +343,11 @@ def _plan_one(costs: CostModel, budget: Budget, rules: GroupingRules,
     elif beyond > 0:
         reasons.append(f"predicted wall includes {fmt_s(beyond)}: a serial profile's end after its "
                        f"last test, as measured")
-    if chosen.workers >= 2 and not costs.contention_measured:
+    if chosen.workers >= 2 and not costs.contention_measured and costs.times_from_workers:
+        reasons.append("contention: no serial run recorded, so how much workers slow each other cannot be "
+                       "told apart from the files' own time: each file counts as runs with workers measured "
+                       "it, their contention included; a serial `suitefit profile` separates the two")
+    elif chosen.workers >= 2 and not costs.contention_measured:
         reasons.append(f"contention: no run with workers measured yet, so {chosen.workers} busy workers are "
                        f"assumed to run each file as fast as a serial run did; the first run with workers "
                        f"measures how much slower they are on this machine and the next plans use it")
