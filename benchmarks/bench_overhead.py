@@ -29,6 +29,7 @@ import os
 import random
 import resource
 import shutil
+import sqlite3
 import statistics
 import subprocess
 import sys
@@ -91,6 +92,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--run", action="store_true", help="measure `suitefit run --workers N` against `pytest -n N`")
     ap.add_argument("--target", type=float, default=TARGET, help=f"largest median ratio that passes (default {TARGET})")
     ap.add_argument("--warmups", type=int, default=1, help="discarded runs of each side first (default 1)")
+    ap.add_argument("--keep", type=Path, default=None,
+                    help="copy the suitefit side's history here at the end (its runs, plans and decisions)")
     ap.add_argument("--bytecode", choices=("as-is", "cached"), default="as-is",
                     help="as-is: the environment as given (default); cached: bytecode cached by the warm-ups")
     a = ap.parse_args(argv)
@@ -140,6 +143,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"pair {i + 1}/{a.pairs} ({order[0]} first): plain {runs['plain'][-1].wall_s:.2f} s, "
                   f"suitefit {runs['suitefit'][-1].wall_s:.2f} s, CPU {runs['plain'][-1].cpu_s:.2f} s / "
                   f"{runs['suitefit'][-1].cpu_s:.2f} s, load {load()}", file=sys.stderr)
+        if a.keep is not None and hist.exists():  # before the temporary directory goes with it
+            a.keep.mkdir(parents=True, exist_ok=True)
+            with sqlite3.connect(hist) as src, sqlite3.connect(a.keep / "history.sqlite") as dst:
+                src.backup(dst)
+            print(f"suitefit side's history kept in {a.keep / 'history.sqlite'}", file=sys.stderr)
     wall_ratios = [b.wall_s / p.wall_s for p, b in zip(runs["plain"], runs["suitefit"], strict=True)]
     cpu_ratios = [b.cpu_s / p.cpu_s for p, b in zip(runs["plain"], runs["suitefit"], strict=True)]
     out: dict[str, Any] = {"suite": str(a.suite), "pairs": a.pairs, "workers": a.workers, "extra": a.extra,

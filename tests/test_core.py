@@ -427,19 +427,17 @@ def test_the_last_pending_unit_is_found_after_takes_and_insertions() -> None:
                  Unit("c", ("t/test_c.py",), 1.0, 10.0)], budget_mb=None, baseline_mb=10)
     core.worker_up("gw0")
     w = core._workers["gw0"]
-    last = core._last_fitting(w)
-    assert last is not None and last.unit.name == "c"
-    core._take(last)
-    last = core._last_fitting(w)
-    assert last is not None and last.unit.name == "b"
-    core._take(last)
+
+    def takes(name: str) -> None:
+        last = core._last_fitting(w)
+        assert last is not None and last.unit.name == name
+        core._take(last)
+
+    takes("c")
+    takes("b")
     core.reconcile(["t/test_a.py", "t/test_new.py"])  # at the median, 3.0 s: inserted last
-    last = core._last_fitting(w)
-    assert last is not None and last.unit.name == "t/test_new.py"
-    core._take(last)
-    last = core._last_fitting(w)
-    assert last is not None and last.unit.name == "a"
-    core._take(last)
+    takes("t/test_new.py")
+    takes("a")
     assert core._last_fitting(w) is None
 
 

@@ -75,6 +75,11 @@ def describe(pids: Iterable[int], started_by: dict[int, str] | None = None) -> l
             p = psutil.Process(pid)
             if p.status() == psutil.STATUS_ZOMBIE:
                 continue
+            if not p.cmdline():
+                # exiting: its memory is already gone (and its command line with it) and it is
+                # not a zombie yet. A resource tracker ending with its worker was named here,
+                # by its bare name, as "started by unknown"
+                continue
             cmd = proctree.cmdline(pid)
             if ends_with_parent(cmd):
                 continue
