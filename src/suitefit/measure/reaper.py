@@ -75,12 +75,13 @@ def describe(pids: Iterable[int], started_by: dict[int, str] | None = None) -> l
             p = psutil.Process(pid)
             if p.status() == psutil.STATUS_ZOMBIE:
                 continue
-            if not p.cmdline():
+            parts = p.cmdline()
+            if not parts:
                 # exiting: its memory is already gone (and its command line with it) and it is
                 # not a zombie yet. A resource tracker ending with its worker was named here,
                 # by its bare name, as "started by unknown"
                 continue
-            cmd = proctree.cmdline(pid)
+            cmd = " ".join(parts)
             if ends_with_parent(cmd):
                 continue
             out.append(Leftover(pid, cmd, p.create_time(), (started_by or {}).get(pid, "unknown")))

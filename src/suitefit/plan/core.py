@@ -461,7 +461,6 @@ class Core:
             self._blocked = None
         self._backfill.pop(unit, None)
         self._refresh(w)
-        self._see(w)
         if w.queue and w.queue[0].start is None:
             self.started(name, w.queue[0].unit.name, now)
 
@@ -549,8 +548,9 @@ class Core:
 
     def _walk(self, w: _Worker, extra: _Slot | None = None) -> tuple[float, set[str]]:
         """Peak above baseline over ``w``'s queue (plus ``extra`` behind it), and the fixtures
-        that stay resident. Each unit runs on what the ones before it kept. The reference
-        for the caches (``_refresh``) and for ``_fits``, which starts from them."""
+        that stay resident. Each unit runs on what the ones before it kept. Decisions use
+        the caches ``_refresh`` keeps and ``_peak_with``; this whole walk is what the tests
+        check those against."""
         steps, res, held, kept = self._steps(w, (*w.queue, extra) if extra is not None else w.queue)
         return max(steps, max(0.0, kept) + held), res
 
@@ -576,7 +576,8 @@ class Core:
         return peak, res, held, kept
 
     def _refresh(self, w: _Worker) -> None:
-        """After any change of ``w``'s queue, base or kept memory (``done``, ``_send``)."""
+        """After any change of ``w``'s queue, base or kept memory (``done``, ``_send``): its
+        cached walk, the sums over workers, and what it shows."""
         was = w.resident
         w.steps_peak, w.resident, w.held, w.kept_end = self._steps(w, w.queue)
         w.version += 1
@@ -588,6 +589,7 @@ class Core:
         peak = max(w.steps_peak, w.kept_after + w.held)
         self._total += peak - w.peak
         w.peak = peak
+        self._see(w)
 
     def _peak_with(self, w: _Worker, s: _Slot) -> float:
         """``_walk(w, s)``'s peak in O(s's fixtures), from the state ``_refresh`` keeps: asked
@@ -680,8 +682,7 @@ class Core:
         if blocked is not None:
             reserve = budget - (self._floor() + self._pinned_mb(blocked.fx)
                                 + sum(self._backfill.values()) + blocked.unit.peak_mb)
-        res = w.resident
-        free = budget - (self._total - w.peak + self._excess) - sum(self._fx_mb[f] for f in res)
+        free = budget - (self._total - w.peak + self._excess) - w.held
         limit = min(max(free, 0.0), reserve)
         i = self._head
         while True:
@@ -749,7 +750,7 @@ class Core:
         # bound, so that units that cannot fit are never walked (a 5,000-file plan asked
         # ~100,000 of them, 3 s of its 4.3)
         room = ceiling - (self._total - w.peak)
-        limit = room - w.kept_after - sum(self._fx_mb[f] for f in w.resident)
+        limit = room - w.kept_after - w.held
         # nor below the peak its queue reaches anyway: when that is already over, no unit is
         # (at 64 workers, a scan of every small unit for nothing, most of planning's time)
         i = self._head if w.steps_peak <= room + 1e-3 else len(self._slots)
@@ -861,7 +862,6 @@ class Core:
             self._blocked = None
             self._backfill = {}
         self._refresh(w)
-        self._see(w)
         if over:
             self.stats.warnings.append(f"{slot.unit.name} {reason}")
         out.append(Send(w.name, slot.unit, reason, over))
