@@ -453,6 +453,51 @@ def test_the_cheapest_unit_is_found_after_an_insertion() -> None:
     assert core._cheapest(w)[2].unit.name == "back"
 
 
+def _pool_then_hog(budget: float, workers: int) -> tuple[Core, list[str]]:
+    """A 400 MiB releasable pool's one unit, a small unit, then a 650 MiB hog that fits only
+    once the pool is released; baselines of 100 MiB."""
+    pool = FixtureCost("pool", "session", 1.0, procs=3, mb=400.0)
+    units = [Unit("p", ("t/test_p.py",), 5.0, 450.0, ("pool",), last_s=1.0),
+             Unit("h", ("t/test_h.py",), 4.0, 650.0, last_s=4.0),
+             Unit("s", ("t/test_s.py",), 1.0, 50.0, last_s=0.5)][: 3 if workers > 1 else 2]
+    core = Core(units, (pool,), budget_mb=budget, baseline_mb=100, releasable=("pool",))
+    names = [f"gw{i}" for i in range(workers)]
+    for n in names:
+        core.worker_up(n)
+    return core, names
+
+
+def test_a_fit_counts_the_release_its_send_decides() -> None:
+    """One worker: once the pool's last user is held, the hog fits, because sending it there
+    releases the pool first (``_send``). Counting the pool as staying, the core sent the hog
+    "alone, over the budget", with a warning the plan then reported."""
+    core, _ = _pool_then_hog(1000, 1)
+    assert [type(d) for d in core.want("gw0", 0.0)] == [Send]
+    core.started("gw0", "p", 0.0)
+    ds = core.want("gw0", 4.0, holding=True)
+    assert ds == [Release("gw0", "pool", "p", ds[0].reason), Send("gw0", ds[1].unit, ds[1].reason, False)]
+    assert ds[1].unit.name == "h" and ds[1].reason.startswith("fits: tree 750 MiB")  # type: ignore[union-attr]
+    assert core.stats.warnings == [] and core.predicted_mb == pytest.approx(100 + 650)
+
+
+def test_no_worker_is_shut_down_for_room_a_release_makes() -> None:
+    """Issue 12's slow budget round (bench_run, pool-heavy-30): the worker holding the pool's
+    last user asked while the other held its last test and waited, so nobody ran a test. The
+    hog did not fit beside the pool as the core counted it, and a worker was shut down to make
+    room; the rest of the run went one unit at a time. Releasing the pool makes that room."""
+    core, _ = _pool_then_hog(1150, 2)
+    assert [(d.worker, d.unit.name) for d in core.want("gw0", 0.0) if isinstance(d, Send)] == [("gw0", "p")]
+    core.started("gw0", "p", 0.0)
+    # gw1: the hog waits for memory; the small unit goes beside it, then gw1 holds its last test
+    assert [(d.worker, d.unit.name) for d in core.want("gw1", 0.0) if isinstance(d, Send)] == [("gw1", "s")]
+    core.started("gw1", "s", 0.0)
+    assert [type(d) for d in core.want("gw1", 0.5, holding=True)] == [Wait]
+    ds = core.want("gw0", 4.0, holding=True)
+    assert not any(isinstance(d, Shutdown) for d in ds), ds
+    assert [(type(d), d.worker) for d in ds] == [(Release, "gw0"), (Send, "gw0")]
+    assert core.stats.warnings == []
+
+
 def test_chunks_split_a_file_evenly_and_cover_it_once() -> None:
     idx = list(range(10))
     parts = [chunk_of(idx, (k, 3)) for k in (1, 2, 3)]

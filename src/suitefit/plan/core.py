@@ -17,7 +17,9 @@ What it models, because xdist does it:
   of its queued units' peaks, plus the session/package fixtures resident on it, not
   their sum.
 - A session/package fixture stays on its worker from its first user until the worker
-  ends, unless the core releases it after its last user there (``Release``).
+  ends, unless the core releases it after its last user there (``Release``). Whether a
+  unit fits behind a worker's queue counts the releases that sending it there would
+  decide (``Core._freed``): the fit and the send are one reckoning.
 - A worker keeps memory after a unit ends (caches, imported modules, globals: a unit's
   ``kept_mb``, measured): it adds up over the units the worker runs, so a long-lived
   worker grows as a serial run does, and only ending the worker returns it.
@@ -147,8 +149,9 @@ class _Slot:
 
 
 class _Worker:
-    __slots__ = ("base", "closing", "draining", "held", "holding", "kept", "kept_after", "kept_end", "name",
-                 "peak", "queue", "resident", "steps_peak", "version", "visible", "wait_reason", "waiting")
+    __slots__ = ("base", "closing", "draining", "freeable", "freeable_key", "freeable_mb", "held", "holding",
+                 "kept", "kept_after", "kept_end", "name", "peak", "queue", "resident", "steps_peak", "version",
+                 "visible", "wait_reason", "waiting")
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -165,6 +168,11 @@ class _Worker:
         self.steps_peak = 0.0  # ``peak`` without the state after the queue: a unit behind it
         # starts from ``resident``, ``held`` and ``kept_end`` (``Core._fits``)
         self.version = 0  # counts those changes (``Core._cheapest`` keeps its answer until then)
+        # resident releasable fixtures no pending unit uses: a send here releases them first
+        # (``Core._freeable``; valid while ``freeable_key`` is (version, the core's _freed_version))
+        self.freeable: tuple[str, ...] = ()
+        self.freeable_mb = 0.0
+        self.freeable_key: tuple[int, int] = (-1, -1)
         self.visible = 0.0  # what it shows now (``Core._visible``), kept by ``Core._see``
         self.waiting = False  # asked and got Wait
         self.wait_reason = ""
@@ -260,14 +268,16 @@ class Core:
         self._shown = 0.0  # the workers' ``visible``, summed as they change
         self._pinned: dict[str, int] = {}  # fixture -> workers where it stays resident (``_pin``)
         self._kept_sum = 0.0  # the workers' ``kept_after``, summed as they change
-        # worker -> (its version, the slots' version, heap of (peak with s behind its queue, pos, s))
-        self._cheap: dict[str, tuple[int, int, list[tuple[float, int, _Slot]]]] = {}
+        # worker -> ((its version, the slots', the freeable fixtures'), heap of (peak with s
+        # behind its queue, pos, s))
+        self._cheap: dict[str, tuple[tuple[int, int, int], list[tuple[float, int, _Slot]]]] = {}
         self._tree = _MinTree([s.least for s in self._slots])
         self._sorted_least = sorted(s.least for s in self._slots)
         self._users: dict[str, int] = {}  # fixture -> pending units using it
         for s in self._slots:
             for f in s.fx:
                 self._users[f] = self._users.get(f, 0) + 1
+        self._freed_version = 0  # counts a releasable fixture's users reaching or leaving 0
         self._workers: dict[str, _Worker] = {}
         self._excess = 0.0  # live memory beyond the prediction (last sample)
         self._low: dict[str, float] = {}  # each worker's lowest live reading
@@ -356,6 +366,8 @@ class Core:
         bisect.insort(self._sorted_least, slot.least)
         for f in slot.fx:
             self._users[f] = self._users.get(f, 0) + 1
+            if self._users[f] == 1 and f in self._releasable:
+                self._freed_version += 1
         self._pending += 1
         self._reindex()
 
@@ -550,25 +562,36 @@ class Core:
         """Peak above baseline over ``w``'s queue (plus ``extra`` behind it), and the fixtures
         that stay resident. Each unit runs on what the ones before it kept. Decisions use
         the caches ``_refresh`` keeps and ``_peak_with``; this whole walk is what the tests
-        check those against."""
-        steps, res, held, kept = self._steps(w, (*w.queue, extra) if extra is not None else w.queue)
+        check those against. ``extra`` is walked as ``_send`` would queue it: after the releases
+        that sending it decides, found here from scratch, not from ``_freeable``'s cache."""
+        if extra is None:
+            steps, res, held, kept = self._steps(w, w.queue)
+        else:
+            gone: tuple[str, ...] = ()
+            if w.queue:
+                after = self._steps(w, w.queue)[1]
+                gone = tuple(f for f in after if f in self._releasable and not self._users.get(f, 0)
+                             and f not in extra.fx)
+            steps, res, held, kept = self._steps(w, (*w.queue, extra), also=gone, at=len(w.queue) - 1)
         return max(steps, max(0.0, kept) + held), res
 
-    def _steps(self, w: _Worker, slots: Sequence[_Slot]) -> tuple[float, set[str], float, float]:
+    def _steps(self, w: _Worker, slots: Sequence[_Slot], also: Collection[str] = (),
+               at: int = -1) -> tuple[float, set[str], float, float]:
         """The peak over ``slots`` run from ``w``'s base, and the state after them: resident
-        fixtures, their memory (carried along, not summed again at every unit) and kept."""
+        fixtures, their memory (carried along, not summed again at every unit) and kept.
+        ``also``: fixtures released after ``slots[at]`` besides its own releases."""
         mb = self._fx_mb
         res = set(w.base)
         held = sum(mb[f] for f in res) if res else 0.0
         kept = w.kept
         peak = max(0.0, kept) + held
-        for s in slots:
+        for i, s in enumerate(slots):
             for f in s.fx:
                 if f not in res:
                     res.add(f)
                     held += mb[f]
             peak = max(peak, max(0.0, kept) + held + s.own)
-            for f in s.release:
+            for f in (*s.release, *also) if i == at else s.release:
                 if f in res:
                     res.remove(f)
                     held -= mb[f]
@@ -597,6 +620,9 @@ class Core:
         a walk of each queue there made planning take minutes)."""
         mb, res = self._fx_mb, w.resident
         held, kept = w.held, w.kept_end
+        gone = self._freeable(w)
+        if gone:  # sending ``s`` here releases them first (``_send``)
+            held -= sum(mb[f] for f in self._freed(w, s)) if any(f in s.fx for f in gone) else w.freeable_mb
         new: tuple[str, ...] = ()
         for f in s.fx:
             if f not in res and f not in new:
@@ -608,6 +634,30 @@ class Core:
                 held -= mb[f]
         kept += s.unit.kept_mb
         return max(peak, max(0.0, kept) + held)
+
+    def _freeable(self, w: _Worker) -> tuple[str, ...]:
+        """Fixtures resident after ``w``'s queue that may be released and that no pending unit
+        uses: whatever is sent to ``w`` next, the send releases them after its queue's last
+        unit (``_send``). Kept until ``w`` changes or such a fixture's users reach or leave 0."""
+        key = (w.version, self._freed_version)
+        if w.freeable_key != key:
+            w.freeable = tuple(sorted(f for f in w.resident if f in self._releasable
+                                      and not self._users.get(f, 0))) if w.queue else ()
+            w.freeable_mb = sum(self._fx_mb[f] for f in w.freeable)
+            w.freeable_key = key
+        return w.freeable
+
+    def _freed(self, w: _Worker, s: _Slot) -> tuple[str, ...]:
+        """What sending pending ``s`` to ``w`` releases: the one reckoning of ``_send`` and of
+        every fit (``_peak_with``). (A pending unit's fixtures have users, so none is freeable;
+        the check is for what ``_send`` is handed.)"""
+        return tuple(f for f in self._freeable(w) if f not in s.fx)
+
+    def _held_after(self, w: _Worker) -> float:
+        """The fixture memory a unit sent to ``w`` runs beside: what stays resident after the
+        queue, less what the send releases. (A bound for the searches: ``_peak_with`` is exact.)"""
+        self._freeable(w)
+        return w.held - w.freeable_mb
 
     def _free_at(self, w: _Worker, now: float) -> float:
         """When ``w`` is predicted to need its next unit."""
@@ -682,7 +732,7 @@ class Core:
         if blocked is not None:
             reserve = budget - (self._floor() + self._pinned_mb(blocked.fx)
                                 + sum(self._backfill.values()) + blocked.unit.peak_mb)
-        free = budget - (self._total - w.peak + self._excess) - w.held
+        free = budget - (self._total - w.peak + self._excess) - self._held_after(w)
         limit = min(max(free, 0.0), reserve)
         i = self._head
         while True:
@@ -750,7 +800,7 @@ class Core:
         # bound, so that units that cannot fit are never walked (a 5,000-file plan asked
         # ~100,000 of them, 3 s of its 4.3)
         room = ceiling - (self._total - w.peak)
-        limit = room - w.kept_after - w.held
+        limit = room - w.kept_after - self._held_after(w)
         # nor below the peak its queue reaches anyway: when that is already over, no unit is
         # (at 64 workers, a scan of every small unit for nothing, most of planning's time)
         i = self._head if w.steps_peak <= room + 1e-3 else len(self._slots)
@@ -797,7 +847,7 @@ class Core:
         workers that made planning 5,000 files take minutes)."""
         # most often a unit fits under the peak ``w`` reaches anyway: the first such, in order
         floor = w.steps_peak
-        limit = floor - (w.kept_after + w.held)
+        limit = floor - (w.kept_after + self._held_after(w))
         i = self._head
         while limit >= 0 and (i := self._tree.first_at_most(i, limit * (1 + 1e-12) + 1e-9)) >= 0:
             s = self._slots[i]
@@ -806,11 +856,12 @@ class Core:
                 return p, s.pos, s
             i += 1
         got = self._cheap.get(w.name)
-        if got is None or got[0] != w.version or got[1] != self._slots_version:
+        key = (w.version, self._slots_version, self._freed_version)
+        if got is None or got[0] != key:
             heap = [(self._peak_with(w, s), s.pos, s) for s in self._slots if not s.taken]
             heapq.heapify(heap)
-            got = self._cheap[w.name] = (w.version, self._slots_version, heap)
-        heap = got[2]
+            got = self._cheap[w.name] = (key, heap)
+        heap = got[1]
         while heap[0][2].taken:  # the caller asks only while a unit is pending
             heapq.heappop(heap)
         return heap[0]
@@ -842,18 +893,20 @@ class Core:
             del self._sorted_least[i]
         for f in s.fx:
             self._users[f] -= 1
+            if self._users[f] == 0 and f in self._releasable:
+                self._freed_version += 1
 
     def _send(self, w: _Worker, slot: _Slot, reason: str, over: bool, now: float) -> list[Decision]:
+        freed = self._freed(w, slot)  # what every fit of ``slot`` here counted as gone
         self._take(slot)
         out: list[Decision] = []
-        if w.queue:
+        if freed:
             last = w.queue[-1]
-            for f in sorted(w.resident & self._releasable):
-                if f not in slot.fx and self._users.get(f, 0) == 0:
-                    last.release.add(f)
-                    out.append(Release(w.name, f, last.unit.name,
-                                       f"{last.unit.name} is its last user on {w.name}: "
-                                       f"{fmt_mb(self._fx_mb[f])} returns before {slot.unit.name}"))
+            for f in freed:
+                last.release.add(f)
+                out.append(Release(w.name, f, last.unit.name,
+                                   f"{last.unit.name} is its last user on {w.name}: "
+                                   f"{fmt_mb(self._fx_mb[f])} returns before {slot.unit.name}"))
         start = self._free_at(w, now)
         slot.end = start + slot.unit.wall_s * self.slow
         w.queue.append(slot)
