@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -346,6 +347,28 @@ def test_a_crash_in_a_one_worker_plan_is_named_afterwards(tmp_path: Path) -> Non
     html = suitefit("report", "-o", "-", cwd=tmp_path)
     assert html.returncode == 0, html.stderr
     assert killed in html.stdout and "the journal named no test in flight" not in html.stdout
+
+
+def test_a_killed_run_leaves_nothing_in_the_temp_dir(tmp_path: Path) -> None:
+    # The sampler's FIFO and page live in a directory of their own; the session removes it at
+    # its end, which a SIGKILL (a runner's memory limit) never reaches. The sampler process
+    # outlives it by a moment and removes them. Before, each killed run left one behind.
+    project(tmp_path)
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = {"WHERE_LOG": str(tmp_path / "w"), "TMPDIR": str(tmp)}
+    ok = suitefit("run", "--workers", "1", "--", "-q", cwd=tmp_path, env=env)
+    assert ok.returncode == 0, ok.stderr
+    assert list(tmp.glob("suitefit-*")) == []
+    (tmp_path / "tests" / "test_z_kill.py").write_text(
+        "import os, signal\ndef test_kills_its_own_process():\n    os.kill(os.getpid(), signal.SIGKILL)\n")
+    for workers in ("1", "2"):  # the tests in the pytest process; in xdist workers
+        res = suitefit("run", "--workers", workers, "--", "-q", cwd=tmp_path, env=env)
+        assert res.returncode != 0, res.stdout
+    deadline = time.monotonic() + 10  # the sampler ends within its interval of the kill
+    while list(tmp.glob("suitefit-*")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert list(tmp.glob("suitefit-*")) == []
 
 
 def test_a_test_killed_at_once_is_the_one_named(tmp_path: Path) -> None:

@@ -175,6 +175,13 @@ class SamplerProcess:
     def start(self, log: IO[str] | None = None) -> SamplerProcess:
         with open(self._page_path, "wb") as f:
             f.write(b"\0" * PAGE.size)
+        # Mapped before the sampler process exists: it removes its files when it ends (this
+        # process may be killed and never get to), so nothing here opens them after it starts.
+        fd = os.open(self._page_path, os.O_RDONLY)
+        try:
+            self._page = mmap.mmap(fd, PAGE.size, prot=mmap.PROT_READ)
+        finally:
+            os.close(fd)
         os.mkfifo(self.channel_path, 0o600)
         # Open the read end here, before any worker can try to write: a FIFO without a
         # reader refuses writers, so there is no start-up race with the sampler process.
@@ -192,11 +199,6 @@ class SamplerProcess:
             self.failed = f"{e.strerror or e}" + (f": {e.filename}" if e.filename else "")
         finally:
             os.close(rfd)  # without the sampler process, the workers' FIFO has no reader: they stay silent
-        fd = os.open(self._page_path, os.O_RDONLY)
-        try:
-            self._page = mmap.mmap(fd, PAGE.size, prot=mmap.PROT_READ)
-        finally:
-            os.close(fd)
         if self.stream and self._proc is not None:
             self._reader = threading.Thread(target=self._read_stream, name=READER_THREAD, daemon=True)
             self._reader.start()

@@ -12,7 +12,8 @@ worker's baseline and peak into the history in batches, and, for a one-process
 
 It leaves itself out of the tree it measures, ignores Ctrl-C (the run decides when
 it ends), and ends when its stdin closes (the session's end, or its parent dying),
-when its parent changes, or on SIGTERM, writing what it holds before it goes.
+when its parent changes, or on SIGTERM, writing what it holds before it goes. It removes
+its FIFO and page when it ends, so that a session killed by a signal leaves nothing behind.
 """
 
 from __future__ import annotations
@@ -428,7 +429,26 @@ def main(argv: list[str]) -> int:
             sys.stdout.flush()
         except (OSError, ValueError):
             pass
+        _remove_channel(cfg)
     return 0
+
+
+def _remove_channel(cfg: dict[str, Any]) -> None:
+    """Remove the FIFO, the page and their directory: the last user of them is this process.
+    The session removes them at its end too, but a session killed by a signal (a runner's
+    memory limit) never gets there, and each such run left a directory in the temp dir.
+    (Open descriptors and the session's mapping of the page outlive the names.)"""
+    paths = [p for p in (cfg.get("fifo"), cfg.get("page")) if p]
+    for p in paths:
+        try:
+            os.unlink(p)
+        except OSError:
+            pass
+    if paths:
+        try:  # only if empty: never anything it did not make
+            os.rmdir(os.path.dirname(paths[0]))
+        except OSError:
+            pass
 
 
 if __name__ == "__main__":
