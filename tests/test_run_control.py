@@ -53,12 +53,13 @@ def plain_file(name: str, n: int = 3, sleep: float = 0.05) -> str:
 
 
 def write_plan(root: Path, units: list[tuple[str, list[str], float]], budget_mb: float = 20000,
-               workers: int = 2) -> Path:
+               workers: int = 2, headroom_mb: float = 0.0) -> Path:
     plan = Plan(
         workers=workers,
         units=tuple(Unit(name, tuple(files), 1.0, peak) for name, files, peak in units),
         budget=Budget(memory_mb=budget_mb, cpus=2),
         predicted_wall_s=1.0, predicted_peak_mb=0.0, reasons=("hand-written for a test",),
+        headroom_mb=headroom_mb,
     )
     p = root / "plan.json"
     p.write_text(json.dumps(plan.to_json()))
@@ -256,6 +257,26 @@ def test_a_unit_too_big_for_the_budget_runs_alone_with_a_warning(tmp_path: Path)
     out = res.stdout + res.stderr
     assert res.returncode == 0, out
     assert "warning: tests/test_big.py runs alone" in out
+
+
+@pytest.mark.parametrize(("big_mb", "warned"), [(18500.0, False), (21000.0, True)])
+def test_a_unit_that_goes_anyway_into_the_headroom_is_no_warning(tmp_path: Path, big_mb: float,
+                                                                  warned: bool) -> None:
+    # Budget 20000 MiB, 2000 of it headroom: units are admitted against 18000. One that goes
+    # anyway (nobody else runs) and stays inside the budget itself is not "over the budget".
+    write_suite(tmp_path, {"test_big.py": plain_file("big", n=2), "test_small.py": plain_file("small", n=2)})
+    plan = write_plan(tmp_path, [("tests/test_big.py", ["tests/test_big.py"], big_mb),
+                                 ("tests/test_small.py", ["tests/test_small.py"], 1.0)],
+                      budget_mb=20000, headroom_mb=2000)
+    res, _ = run_planned(tmp_path, plan, "-n", "2")
+    out = res.stdout + res.stderr
+    assert res.returncode == 0, out
+    assert ("warning: tests/test_big.py runs alone" in out) is warned, out
+    with History(tmp_path / "h.sqlite") as h:
+        run = h.runs(limit=1)[0]
+        (sent,) = [e for e in h.events(run.id, "sched_over-budget" if warned else "sched_send")
+                   if e.nodeid == "tests/test_big.py"]
+    assert ("inside the 19.53 GiB budget" in sent.detail_dict["reason"]) is not warned, sent.detail_dict
 
 
 def test_hogs_that_do_not_fit_together_never_overlap(tmp_path: Path) -> None:

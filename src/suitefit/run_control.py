@@ -102,6 +102,7 @@ class RunControl:
             by_file.setdefault(item.nodeid.split("::", 1)[0], []).append(i)
         plan = self.plan
         sim = simulate(plan, startup_s=0.0, baseline_mb=plan.baseline_mb, budget_mb=plan.admit_mb,
+                       limit_mb=plan.budget.memory_mb,
                        fixed_mb=plan.fixed_mb, slow=1.0, releasable=plan.releasable, names=["main"],
                        collected=list(by_file))
         order: list[int] = []

@@ -61,7 +61,7 @@ class SuitefitScheduling:
         self.core = Core(plan.units, plan.fixtures, budget_mb=plan.admit_mb,
                          baseline_mb=plan.baseline_mb, fixed_mb=plan.fixed_mb,
                          releasable=plan.releasable if releases is not None else (),
-                         slow=plan.slow, spread_mb=plan.spread_mb)
+                         slow=plan.slow, spread_mb=plan.spread_mb, limit_mb=plan.budget.memory_mb)
         self._t0 = timing.monotonic()
         self.node2collection: dict[Any, list[str]] = {}
         self.node2pending: dict[Any, list[int]] = {}

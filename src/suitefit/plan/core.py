@@ -31,8 +31,9 @@ first unit in order waits for memory, smaller units may run beside it only if it
 fits once they are done (small units cannot starve a hog), and a unit does not set up
 memory that stays resident if that would leave a waiting unit no room ever (the hog
 goes first). When no worker is running anything and nothing fits, the least harmful
-unit goes anyway (alone, with a warning if it is over the budget): the run always
-progresses.
+unit goes anyway (alone, with a warning if it takes the tree over the budget itself,
+``limit_mb``, not only over the admission line, ``budget_mb``, that keeps the plan's
+headroom free): the run always progresses.
 
 Hogs apart: with a soft ceiling (``spread_mb``, set by the planner only where its
 prediction shows no cost in wall time), a unit that would take the predicted tree over it
@@ -239,7 +240,9 @@ class CoreStats:
 class Core:
     """The scheduling state machine. See the module docstring for what it models.
 
-    ``budget_mb`` None: no memory limit. ``baseline_mb`` is one worker's; ``fixed_mb``
+    ``budget_mb`` None: no memory limit; else what units are admitted against (the budget
+    less the plan's headroom). ``limit_mb``: the budget itself (default ``budget_mb``), which
+    a unit that goes anyway is judged against. ``baseline_mb`` is one worker's; ``fixed_mb``
     is memory outside the workers that the tree always holds (xdist's controller).
     ``releasable`` names the fixtures it may tear down early. ``slow`` stretches every
     predicted duration (workers sharing CPUs), for its own predictions of who is free when.
@@ -250,8 +253,9 @@ class Core:
     def __init__(self, units: Sequence[Unit], fixtures: Iterable[FixtureCost] = (), *,
                  budget_mb: float | None, baseline_mb: float, fixed_mb: float = 0.0,
                  releasable: Collection[str] = (), slow: float = 1.0, log: bool = True,
-                 spread_mb: float | None = None) -> None:
+                 spread_mb: float | None = None, limit_mb: float | None = None) -> None:
         self.budget_mb = None if budget_mb is None else float(budget_mb)
+        self.limit_mb = None if budget_mb is None else max(float(budget_mb), float(limit_mb or 0.0))
         self.spread_mb = None if spread_mb is None else float(spread_mb)
         self.baseline_mb = float(baseline_mb)
         self.fixed_mb = float(fixed_mb)
@@ -770,8 +774,17 @@ class Core:
             more = total - (self.baseline_mb + x.peak) > budget
             return None, (f"{best.unit.name} fits only once {x.name}" + (" and others" if more else "")
                           + f" end: {x.name} is shut down to make room"), False, x, True
+        limit = self.limit_mb if self.limit_mb is not None else budget
+        if total <= limit + 1e-6:
+            # into the headroom, not over the budget: no over-budget send (the run says nothing),
+            # but a plan that needs its headroom does not fit (``Simulation.fits``)
+            reason = (f"runs alone on {o.name}: it takes the tree to {fmt_mb(total)}, inside the "
+                      f"{fmt_mb(limit)} budget but over the {fmt_mb(budget)} units are admitted against "
+                      f"(its headroom), even with nothing else running")
+            self.stats.warnings.append(f"{best.unit.name} {reason}")
+            return best, reason, False, o, False
         return best, (f"runs alone on {o.name}: it takes the tree to {fmt_mb(total)}, over "
-                      f"the {fmt_mb(budget)} budget, even with nothing else running"), True, o, False
+                      f"the {fmt_mb(limit)} budget, even with nothing else running"), True, o, False
 
     def _over_ceiling(self, total: float) -> bool:
         """Does a tree of ``total`` (as ``_fits`` reckons it, live excess included) go over the

@@ -299,7 +299,8 @@ def _plan_one(costs: CostModel, budget: Budget, rules: GroupingRules,
         # the sampler process is in the tree a runner's limit counts, whatever the count
         controller_s = controller_start_s if w >= 2 else 0.0
         sim = simulate(tmp, startup_s=startup_for(w), baseline_mb=worker.baseline_mb,
-                       budget_mb=budget.memory_mb, fixed_mb=fixed_for(w), slow=slow_for(w), log=True,
+                       budget_mb=budget.memory_mb, limit_mb=outer.memory_mb, fixed_mb=fixed_for(w),
+                       slow=slow_for(w), log=True,
                        exit_s=exit_s,
                        releasable=releasable, stop_on_warning=best_wall_s is not None,
                        give_up_after_s=None if best_wall_s is None else 1.5 * best_wall_s)

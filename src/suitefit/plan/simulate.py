@@ -63,7 +63,8 @@ def simulate(plan: Plan, *, startup_s: float, baseline_mb: float, budget_mb: flo
              cpus: int | None = None, slow: float | None = None, fixed_mb: float = 0.0,
              releasable: Collection[str] = (), names: list[str] | None = None, log: bool = False,
              collected: Collection[str] | None = None, exit_s: float = 0.0,
-             stop_on_warning: bool = False, give_up_after_s: float | None = None) -> Simulation:
+             stop_on_warning: bool = False, give_up_after_s: float | None = None,
+             limit_mb: float | None = None) -> Simulation:
     """Run ``plan`` through a fresh ``Core`` with predicted durations.
 
     ``stop_on_warning`` / ``give_up_after_s`` end a simulation early once it cannot
@@ -71,7 +72,8 @@ def simulate(plan: Plan, *, startup_s: float, baseline_mb: float, budget_mb: flo
     ``collected`` (the files a run collected), the plan is first matched to them, as the
     xdist scheduler does: a one-process run takes its order from this. ``exit_s``: how long
     a worker ended while work is left takes to be gone (its session's end and its exit),
-    the time a unit it was ended for waits.
+    the time a unit it was ended for waits. ``limit_mb``: the budget itself, where
+    ``budget_mb`` is what units are admitted against (``Core``).
     """
     n = max(1, plan.workers)
     names = names or worker_names(n)
@@ -79,7 +81,7 @@ def simulate(plan: Plan, *, startup_s: float, baseline_mb: float, budget_mb: flo
         slow = max(1.0, n / cpus) if cpus else 1.0
     core = Core(plan.units, plan.fixtures, budget_mb=budget_mb, baseline_mb=baseline_mb,
                 fixed_mb=fixed_mb, releasable=releasable, slow=slow, log=log,
-                spread_mb=plan.spread_mb)
+                spread_mb=plan.spread_mb, limit_mb=limit_mb)
     if collected is not None:  # a run's order: the plan matched to what was collected
         core.reconcile(list(collected))
     for w in names:
