@@ -334,8 +334,11 @@ def test_a_crash_in_a_one_worker_plan_is_named_afterwards(tmp_path: Path) -> Non
     res = suitefit("run", "--workers", "1", "--", "-q", cwd=tmp_path, env={"WHERE_LOG": str(tmp_path / "w")})
     assert res.returncode == -9
     killed = "tests/test_z_kill.py::test_kills_its_own_process"
+    kept = tmp_path / ".suitefit"
+    assert sorted(p.name for p in kept.glob("*.json")) == ["inflight-1.json", "plan-1.json"]  # nobody ended it
     listed = suitefit("history", cwd=tmp_path)
     assert listed.returncode == 0, listed.stderr
+    assert list(kept.glob("*.json")) == []  # settled: what the journal named is in the history now
     assert re.search(rf"run 1 crashed while running {re.escape(killed)} \(main, \d+ MiB", listed.stdout), listed.stdout
     (run,) = json_out(suitefit("history", "--json", cwd=tmp_path))
     assert run["status"] == "crashed"
@@ -347,6 +350,20 @@ def test_a_crash_in_a_one_worker_plan_is_named_afterwards(tmp_path: Path) -> Non
     html = suitefit("report", "-o", "-", cwd=tmp_path)
     assert html.returncode == 0, html.stderr
     assert killed in html.stdout and "the journal named no test in flight" not in html.stdout
+
+
+def test_a_run_leaves_no_files_beside_the_history(tmp_path: Path) -> None:
+    # `suitefit run` hands its plan to pytest in a file and keeps a journal for a run killed
+    # mid-test; both are in the history once the run ends. Kept, a CI cache of .suitefit
+    # gained two files a run, for good.
+    project(tmp_path)
+    env = {"WHERE_LOG": str(tmp_path / "w")}
+    for workers in ("1", "2"):
+        res = suitefit("run", "--workers", workers, "--", "-q", cwd=tmp_path, env=env)
+        assert res.returncode == 0, res.stderr
+    assert sorted(p.name for p in (tmp_path / ".suitefit").iterdir()) == ["history.sqlite"]
+    (run, *_) = json_out(suitefit("history", "--json", cwd=tmp_path))
+    assert run["id"] == 2 and run["status"] == "passed"
 
 
 def test_a_killed_run_leaves_nothing_in_the_temp_dir(tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ and everything that reads.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 from collections.abc import Callable, Iterable, Sequence
@@ -342,6 +343,7 @@ class History(HistoryDB):
             self.merge_run_meta(run_id, ended_unrecorded="its process ended without recording an end "
                                 "(killed, or pytest stopped before suitefit's plugin started)")
             self._keep_journal(run_id)
+            remove_run_files(self.path, run_id)  # what they held is recorded now
         return gone
 
     def _keep_journal(self, run_id: int) -> None:
@@ -443,3 +445,16 @@ class History(HistoryDB):
 
     def constraints(self) -> list[ConstraintRecord]:
         return self._select(ConstraintRecord, "SELECT {cols} FROM order_constraints ORDER BY found, test")
+
+
+def remove_run_files(history: Path, run_id: int, plan_path: str | None = None) -> None:
+    """Remove a finished (or settled) run's journal, and its plan if `suitefit run` wrote it
+    (``plan-<run id>.json`` beside the history, ``cli/run.py``)."""
+    folder = history.parent
+    paths = [folder / f"inflight-{run_id}.json"]
+    own = folder / f"plan-{run_id}.json"
+    if plan_path is None or Path(plan_path).resolve() == own.resolve():
+        paths.append(own)
+    for p in paths:
+        with contextlib.suppress(OSError):
+            p.unlink()

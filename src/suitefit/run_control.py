@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from suitefit import timing
-from suitefit.history import History, WorkerRecord
+from suitefit.history import History, WorkerRecord, remove_run_files
 from suitefit.measure import reaper
 from suitefit.measure.journal import LEVELS, Heartbeat, Journal
 from suitefit.measure.sampler import Sample, SamplerProcess
@@ -220,6 +220,10 @@ class RunControl:
         self.journal.maybe_write(force=True)
         self._remove_release_board()
         self.journal.close()
+        # The run ended: the journal (for a run killed mid-test) and the plan `suitefit run`
+        # handed over are in the history. Left beside it, each run added two files for good
+        # (a 5,000-file plan is megabytes); a plan named by hand is not ours to remove.
+        remove_run_files(self.history.path, self.run_id, self.config.getoption("suitefit_plan", None))
 
 
 def _describe_exit(code: int | None) -> str:
