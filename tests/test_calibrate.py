@@ -174,6 +174,7 @@ def test_a_profile_calibrates_on_workers_and_the_next_plan_knows_the_contention(
     assert {p for p, _ in ran} == {f"tests/test_cpu{i}.py" for i in range(6)}  # not the hog
     assert {w for _, w in ran} == {"gw0", "gw1"}  # side by side, in xdist workers
     assert "6 passed" in (tmp_path / ".suitefit" / "calibrate-2.log").read_text()  # pytest's output, kept
+    assert not (tmp_path / ".suitefit" / "calibrate-2.txt").exists()  # its input, not
     plan = suitefit("plan", "--workers", "2", cwd=tmp_path, python=python)
     assert plan.returncode == 0, plan.stderr
     assert NO_CONTENTION not in plan.stdout and "measured slowdown against a serial run: 2 workers x" in plan.stdout

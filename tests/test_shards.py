@@ -53,6 +53,8 @@ def test_four_shards_merge_to_the_full_suite_with_and_without_history(suite: Pat
             files.append(str(suite / ".suitefit" / f"shard-{k}-of-4.json"))
         ran = sorted(t["nodeid"] for f in files for t in json.loads(Path(f).read_text())["tests"])
         assert ran == full  # each collected test exactly once
+        # a shard's inputs (its spec, its plan) go with the run; its result stays for merge
+        assert sorted(p.name for p in (suite / ".suitefit").glob("*.json")) == sorted(Path(f).name for f in files)
         res = suitefit("merge", "--json", *files, cwd=suite)
         assert res.returncode == 0, res.stderr
         m = json_out(res)

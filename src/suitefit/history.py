@@ -448,10 +448,10 @@ class History(HistoryDB):
 
 
 def remove_run_files(history: Path, run_id: int, plan_path: str | None = None) -> None:
-    """Remove a finished (or settled) run's journal, and its plan if `suitefit run` wrote it
-    (``plan-<run id>.json`` beside the history, ``cli/run.py``)."""
+    """Remove a finished (or settled) run's journal and a shard's spec and collection, and its
+    plan if `suitefit run` wrote it (``plan-<run id>.json`` beside the history, ``cli/run.py``)."""
     folder = history.parent
-    paths = [folder / f"inflight-{run_id}.json"]
+    paths = [folder / f"{name}-{run_id}.json" for name in ("inflight", "shard-spec", "collected")]
     own = folder / f"plan-{run_id}.json"
     if plan_path is None or Path(plan_path).resolve() == own.resolve():
         paths.append(own)

@@ -220,9 +220,12 @@ class RunControl:
         self.journal.maybe_write(force=True)
         self._remove_release_board()
         self.journal.close()
-        # The run ended: the journal (for a run killed mid-test) and the plan `suitefit run`
-        # handed over are in the history. Left beside it, each run added two files for good
-        # (a 5,000-file plan is megabytes); a plan named by hand is not ours to remove.
+
+    def remove_files(self) -> None:
+        """Once the run's end is recorded (its shard result written from the spec): the journal
+        (for a run killed mid-test), the plan `suitefit run` handed over and the shard spec are
+        in the history. Left beside it, each run added them for good (a 5,000-file plan is
+        megabytes); a plan named by hand is not ours to remove."""
         remove_run_files(self.history.path, self.run_id, self.config.getoption("suitefit_plan", None))
 
 

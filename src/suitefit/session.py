@@ -239,6 +239,8 @@ class RunSide:
             if int(session.exitstatus) != self.exitstatus:
                 self.exitstatus = int(session.exitstatus)
                 self.history.update_run(self.run_id, exit_code=self.exitstatus)
+        if self.control is not None:
+            self.control.remove_files()
 
     def finish(self, exitstatus: int) -> None:
         if self.finished:

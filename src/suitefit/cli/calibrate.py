@@ -102,6 +102,7 @@ def calibrate(h: History, cfg: Config, args: list[str], *, workers: int | None =
                f"(run {run_id}; pytest's output in {log})", err=True)
     with open(log, "wb") as out:
         rc = run_pytest(full, stdout=out, stderr=subprocess.STDOUT)
+    listing.unlink(missing_ok=True)  # its input; the log (pytest's output) stays, the files are in the history
     status = finalize_run(h, run_id, rc)
     record_command_wall(h, run_id, unmeasured_s=before_s)
     problem = explain_exit(rc, status)
