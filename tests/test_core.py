@@ -108,6 +108,12 @@ def drive(sc: dict) -> tuple[Core, list[tuple[str, Send]], float]:
         fresh = {f for x in core._workers.values() for f in x.resident if f not in core._releasable}
         assert {f for f, n in core._pinned.items() if n} == fresh and all(n >= 0 for n in core._pinned.values())
         assert core._kept_sum == pytest.approx(sum(x.kept_after for x in core._workers.values()))
+        pinned = sum(core._fx_mb[f] for f in fresh)
+        assert core._pinned_mb() == pytest.approx(pinned + core._kept_sum, abs=1e-6)
+        for s in core._slots:  # less what a unit would set up itself
+            assert core._pinned_mb(s.fx) == pytest.approx(
+                sum(core._fx_mb[f] for f in fresh if f not in s.fx) + core._kept_sum, abs=1e-6)
+        assert core._busy == {x.name for x in core._workers.values() if (x.queue and not x.waiting) or x.draining}
         assert core.running_mb == pytest.approx(core.fixed_mb + sum(core._visible(x) for x in core._workers.values()))
         for cw in core._workers.values():
             pending = [(core._walk(cw, s)[0], s.pos) for s in core._slots if not s.taken]

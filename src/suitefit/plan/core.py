@@ -271,6 +271,8 @@ class Core:
         self._slots_version = 0  # counts insertions (``_reindex``)
         self._shown = 0.0  # the workers' ``visible``, summed as they change
         self._pinned: dict[str, int] = {}  # fixture -> workers where it stays resident (``_pin``)
+        self._pinned_total = 0.0  # the memory of those resident on at least one worker
+        self._busy: set[str] = set()  # workers running a test or ending (``_mark``)
         self._kept_sum = 0.0  # the workers' ``kept_after``, summed as they change
         # worker -> ((its version, the slots', the freeable fixtures'), heap of (peak with s
         # behind its queue, pos, s))
@@ -393,6 +395,7 @@ class Core:
             self._workers[name] = w
             self._total += self.baseline_mb
             self._see(w)
+            self._mark(w)
 
     def sample(self, tree_mb: float, workers_mb: Mapping[str, float] | None = None) -> None:
         """A live measurement: memory beyond what the prediction says is there now counts too.
@@ -477,6 +480,7 @@ class Core:
             self._blocked = None
         self._backfill.pop(unit, None)
         self._refresh(w)
+        self._mark(w)
         if w.queue and w.queue[0].start is None:
             self.started(name, w.queue[0].unit.name, now)
 
@@ -486,6 +490,7 @@ class Core:
         dropped like the pending units); the runner puts them back with ``requeue``."""
         w = self._workers.pop(name, None)
         self._cheap.pop(name, None)
+        self._busy.discard(name)
         if w is None:
             return []
         self._shown -= w.visible
@@ -501,6 +506,7 @@ class Core:
         w = self._workers.get(name)
         if w is not None:
             w.closing, w.waiting = True, False
+            self._mark(w)
         self.stop()
 
     def stop(self) -> None:
@@ -527,6 +533,7 @@ class Core:
         w.holding = holding
         if self._pending == 0:
             w.waiting = False
+            self._mark(w)
             return self._emit(now, [Shutdown(name, "stopped: a worker died" if self._stopped
                                              else "nothing left to run")])
         slot, reason, over, target, shut = self._choose(w, now)
@@ -536,6 +543,7 @@ class Core:
             # process that is told to end holds its memory until it has ended
             target.waiting = False
             target.draining = True
+            self._mark(target)
             out = [Shutdown(target.name, reason)]
             if target is w:
                 return self._emit(now, out)
@@ -548,6 +556,7 @@ class Core:
         if w.waiting and w.wait_reason == reason:
             return self._emit(now, out)
         w.waiting, w.wait_reason = True, reason
+        self._mark(w)
         head = self._head_slot()
         return self._emit(now, [*out, Wait(name, head.unit.name if head else "", reason)])
 
@@ -682,7 +691,9 @@ class Core:
     def _pinned_mb(self, besides: Collection[str] = ()) -> float:
         """Resident memory no order can free: fixtures set up and never released, and what
         the workers keep."""
-        return sum(self._fx_mb[f] for f, n in self._pinned.items() if n and f not in besides) + self._kept_sum
+        pinned, mb = self._pinned, self._fx_mb
+        return (self._pinned_total - sum(mb[f] for f in dict.fromkeys(besides) if pinned.get(f))
+                + self._kept_sum)
 
     def _pin(self, fixtures: Iterable[str], by: int) -> None:
         """Count the workers where each unreleasable fixture stays resident (``_refresh``,
@@ -690,7 +701,10 @@ class Core:
         every worker's fixtures there was a quarter of planning 64 workers."""
         for f in fixtures:
             if f not in self._releasable:
-                self._pinned[f] = self._pinned.get(f, 0) + by
+                was = self._pinned.get(f, 0)
+                self._pinned[f] = was + by
+                if (was > 0) != (was + by > 0):
+                    self._pinned_total += self._fx_mb[f] if by > 0 else -self._fx_mb[f]
 
     def _ever_fits(self, slot: _Slot) -> bool:
         if self.budget_mb is None:
@@ -699,9 +713,17 @@ class Core:
 
     def _executing(self, exclude: _Worker) -> bool:
         """Is any other worker running a test (not waiting with a held or no test), or
-        ending (its memory goes once it is down)? Then waiting is not waiting forever."""
-        return any((o.queue and not o.waiting) or o.draining
-                   for o in self._workers.values() if o is not exclude)
+        ending (its memory goes once it is down)? Then waiting is not waiting forever.
+        (From the set ``_mark`` keeps: asked at every decision, a look at every worker there
+        made a 64-worker simulation quadratic in its workers.)"""
+        return len(self._busy) > (exclude.name in self._busy)
+
+    def _mark(self, w: _Worker) -> None:
+        """After any change of ``w``'s queue, waiting or draining: is it busy (``_executing``)?"""
+        if (w.queue and not w.waiting) or w.draining:
+            self._busy.add(w.name)
+        else:
+            self._busy.discard(w.name)
 
     def _choose(self, w: _Worker, now: float) -> tuple[_Slot | None, str, bool, _Worker, bool]:
         head = self._head_slot()
@@ -924,6 +946,7 @@ class Core:
         slot.end = start + slot.unit.wall_s * self.slow
         w.queue.append(slot)
         w.waiting = False
+        self._mark(w)
         if slot is self._blocked:
             self._blocked = None
             self._backfill = {}
