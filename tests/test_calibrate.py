@@ -182,6 +182,16 @@ def test_a_profile_calibrates_on_workers_and_the_next_plan_knows_the_contention(
     md = suitefit("report", "--markdown", cwd=tmp_path)
     assert md.returncode == 0 and "run 1" in md.stdout and "run 2" not in md.stdout, md.stdout
     assert "run 2" in suitefit("report", "2", "--markdown", cwd=tmp_path).stdout
+    # until a whole run with 2 workers measures them, 2 workers rest on the calibration alone
+    # (a plan tries a count it rules out within CALIBRATION_DOUBT); the run's figure replaces it
+    hist = tmp_path / ".suitefit" / "history.sqlite"
+    with History(hist) as h:
+        assert build_cost_model(h).slowdown_unconfirmed == {2}
+    ran = suitefit("run", "--workers", "2", "--", "-q", cwd=tmp_path, python=python)
+    assert ran.returncode == 0, ran.stderr
+    with History(hist) as h:
+        costs = build_cost_model(h)
+    assert 2 in costs.slowdown and costs.slowdown_unconfirmed == frozenset()
 
 
 def test_no_calibrate_and_the_setting_leave_the_profile_serial(tmp_path: Path) -> None:

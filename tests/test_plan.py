@@ -301,6 +301,22 @@ def test_a_plan_says_when_it_assumes_no_contention_between_workers() -> None:
     assert not any(r.startswith("contention:") for r in make_plan(_costs(_files(2, wall=0.1)), Budget(8000, 2)).reasons)
 
 
+def test_a_count_only_a_calibration_ruled_out_is_tried_once() -> None:
+    # networkx: the profile's calibration measured x1.90 side by side (short files in fresh
+    # workers); with it the plan kept one worker (15.5 s predicted against 16.1 s for two) and
+    # never measured two, which ran 10 s under `pytest -n 2` and measured x1.03 once tried.
+    files = _files(20, wall=0.7)
+    costs = replace(_costs(files, startup=2.5), slowdown={2: 1.9})
+    assert make_plan(costs, Budget(8000, 2)).workers == 1  # a whole run measured x1.9: believed
+    tried = make_plan(replace(costs, slowdown_unconfirmed=frozenset({2})), Budget(8000, 2))
+    assert tried.workers == 2
+    line = next(r for r in tried.reasons if r.startswith("workers: 2 rather than 1"))
+    assert "only a profile's calibration" in line and "this run measures them" in line
+    # beyond the doubt, the calibration is believed
+    far = replace(costs, slowdown={2: 3.5}, slowdown_unconfirmed=frozenset({2}))
+    assert make_plan(far, Budget(8000, 2)).workers == 1
+
+
 @pytest.mark.parametrize(("measured", "w", "cpus", "expected"), [
     ({2: 1.48}, 2, 16, 1.48),  # measured: as measured
     ({2: 1.48}, 1, 16, 1.0),  # alone

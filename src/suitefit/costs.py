@@ -69,6 +69,7 @@ def build_cost_model(history: History | None, *, files: Sequence[str] = (),
     fcosts: dict[str, FileCost] = {}
     slowdown: dict[int, float] = {}
     run_slowdown: dict[int, float] = {}
+    unconfirmed: frozenset[int] = frozenset()
     startups: dict[int, float] = {}
     fixtures: tuple[FixtureCost, ...] = ()
     worker = DEFAULT_WORKER
@@ -79,7 +80,8 @@ def build_cost_model(history: History | None, *, files: Sequence[str] = (),
     fault: tuple[float, str] | None = None
     if history is not None and run_ids:
         fixtures, fx_rows, fx_files = _fixtures(history, run_ids)
-        fcosts, used_runs, (slowdown, run_slowdown), fault = _files(history, run_ids, last, fx_rows, fx_files)
+        fcosts, used_runs, (slowdown, run_slowdown, unconfirmed), fault = _files(history, run_ids, last, fx_rows,
+                                                                                 fx_files)
         worker, wnote, startups = _worker(history, sorted(used_runs))
         controller_s = _controller_start(history, sorted(used_runs))
         notes.append(wnote)
@@ -117,6 +119,7 @@ def build_cost_model(history: History | None, *, files: Sequence[str] = (),
         worker=worker,
         slowdown=slowdown,
         run_slowdown=run_slowdown,
+        slowdown_unconfirmed=unconfirmed,
         startup_by_workers=startups,
         controller_s=controller_s,
         outside_by_workers=outside,
@@ -216,7 +219,7 @@ def _fixtures(history: History, run_ids: Sequence[int]) -> tuple[
 def _files(history: History, run_ids: Sequence[int], last: int,
            fx_on_worker: Mapping[tuple[int, str], Mapping[str, tuple[float, float]]],
            fx_users: Mapping[int, Mapping[str, set[str]]]
-           ) -> tuple[dict[str, FileCost], set[int], tuple[dict[int, float], dict[int, float]],
+           ) -> tuple[dict[str, FileCost], set[int], tuple[dict[int, float], dict[int, float], frozenset[int]],
                       tuple[float, str] | None]:
     rows = history.execute(
         f"SELECT run_id, worker, path, started, wall_s, cpu_s, tests, peak_mb, baseline_mb FROM files "
@@ -302,7 +305,10 @@ def _files(history: History, run_ids: Sequence[int], last: int,
     shares = _time_shares(history, _shape_runs(history, {path: [r[0] for r in by_path[path]] for path in long}))
     for path, sh in shares.items():
         out[path] = replace(out[path], time_shares=sh)
-    return out, used, (slowdown, by_run), fault
+    # counts only a calibration measured: its slice of short files in fresh workers reads high
+    whole = {n_of[r] for r in by_run if r not in calibrations}
+    unconfirmed = frozenset(n_of[r] for r in by_run if r in calibrations) - whole
+    return out, used, (slowdown, by_run, unconfirmed), fault
 
 
 SHAPED_SHARE = 128  # files holding 1/128 of the work or more: what a chunk could be cut from

@@ -152,6 +152,8 @@ class CostModel:
     # worker count -> one worker's startup when that many start together
     slowdown: Mapping[int, float] = field(default_factory=dict)
     run_slowdown: Mapping[int, float] = field(default_factory=dict)  # each run's own figure
+    # counts in ``slowdown`` that only a profile's calibration measured (no whole run yet)
+    slowdown_unconfirmed: frozenset[int] = frozenset()
     startup_by_workers: Mapping[int, float] = field(default_factory=dict)
     # xdist's controller before it starts its workers: a serial startup less its collection
     controller_s: float | None = None

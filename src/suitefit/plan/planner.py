@@ -36,7 +36,7 @@ from suitefit.plan.grouping import (
 )
 from suitefit.plan.shards import ShardSplit, check_shard, costs_for_shard, split_shards
 from suitefit.plan.simulate import Simulation, simulate
-from suitefit.plan.workers import PAYS_FRACTION, Candidate, choose_workers
+from suitefit.plan.workers import CALIBRATION_DOUBT, PAYS_FRACTION, Candidate, choose_workers
 from suitefit.units import fmt_mb, fmt_s
 
 DEFAULT_FILE_S = 1.0
@@ -320,7 +320,10 @@ def _plan_one(costs: CostModel, budget: Budget, rules: GroupingRules,
         longest = max((fc.wall_s / max(1, min(fc.tests, w)) for fc in fcs.values()), default=0.0)
         return max(startup_for(w) + max(file_work / w, longest) * slow_for(w), controller_floor(w))
 
-    chosen, wreasons, _ = choose_workers(evaluate, outer, worker, n_units_max, lower_bound)
+    # while only a calibration measured contention, a count it rules out is tried once
+    only_calibrated = bool(costs.slowdown_unconfirmed) and set(costs.slowdown) <= costs.slowdown_unconfirmed
+    chosen, wreasons, _ = choose_workers(evaluate, outer, worker, n_units_max, lower_bound,
+                                         doubt=CALIBRATION_DOUBT if only_calibrated else 0.0)
     apart = _keep_hogs_apart(chosen, evaluate, worker.baseline_mb,
                              worker.baseline_mb + costs.sampler_mb, costs.wall_errors)
     if apart is not None:

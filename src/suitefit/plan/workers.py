@@ -16,6 +16,12 @@ from suitefit.plan.simulate import Simulation
 from suitefit.units import fmt_mb, fmt_s
 
 PAYS_FRACTION = 0.02  # an extra worker must save more than 2% of the predicted wall
+# How far a count that only a profile's calibration has measured may be predicted slower than
+# the best and still be tried: the calibration's slice of short files, in fresh workers, read
+# x1.77 on scipy.sparse where whole runs measured x1.55, x1.23 on scikit-learn's linear_model
+# against x1.03, and x1.81-1.90 on networkx, where a plan then kept one worker for good (15 s
+# a run against `pytest -n 2`'s 10 s): the count a calibration rules out is never measured.
+CALIBRATION_DOUBT = 0.25
 EXHAUSTIVE_UP_TO = 32  # above this many candidate counts, search coarse then refine
 
 
@@ -69,13 +75,16 @@ def _counts(top: int) -> list[int]:
 
 def choose_workers(evaluate: Callable[[int, float | None], Candidate], budget: Budget,
                    worker: WorkerCost, n_units: int,
-                   lower_bound: Callable[[int], float] = lambda w: 0.0,
+                   lower_bound: Callable[[int], float] = lambda w: 0.0, *, doubt: float = 0.0,
                    ) -> tuple[Candidate, list[str], list[Candidate]]:
     """Evaluate worker counts; return the chosen one, the reasons, and all evaluated.
 
     ``evaluate(w, best_wall_s)`` simulates ``w`` workers (stopping early when it cannot
     beat ``best_wall_s``); ``lower_bound(w)`` is a wall no schedule on ``w`` workers can
-    beat, so counts whose bound already loses are never simulated.
+    beat, so counts whose bound already loses are never simulated. ``doubt``: how much the
+    contention figure may overstate a larger count's wall (``CALIBRATION_DOUBT`` while only a
+    calibration measured it); the best-predicted larger count within it is chosen, so that
+    a run measures it.
     """
     top, reasons = max_workers(budget, worker, n_units)
     if budget.workers is not None:
@@ -99,7 +108,7 @@ def choose_workers(evaluate: Callable[[int, float | None], Candidate], budget: B
         if w in seen:
             return
         best = _best()
-        if best is not None and lower_bound(w) > best * (1 + PAYS_FRACTION):
+        if best is not None and lower_bound(w) > best * (1 + max(PAYS_FRACTION, doubt)):
             skipped[w] = lower_bound(w)
             return
         skipped.pop(w, None)
@@ -134,6 +143,15 @@ def choose_workers(evaluate: Callable[[int, float | None], Candidate], budget: B
         return chosen, reasons, cands
     best_wall = min(c.sim.wall_s for c in fitting)
     chosen = next(c for c in fitting if c.sim.wall_s <= best_wall * (1 + PAYS_FRACTION))
+    larger = [c for c in fitting if c.workers > chosen.workers and c.sim.wall_s <= best_wall * (1 + doubt)]
+    if doubt and larger:
+        was, chosen = chosen, min(larger, key=lambda c: (c.sim.wall_s, c.workers))
+        reasons.append(
+            f"workers: {chosen.workers} rather than {was.workers} ({fmt_s(was.sim.wall_s)} predicted): only "
+            f"a profile's calibration has measured how much workers slow each other here, and its slice "
+            f"of short files in fresh workers reads high (x1.77 on scipy.sparse where whole runs "
+            f"measured x1.55); {chosen.workers} are predicted within {doubt:.0%} "
+            f"({fmt_s(chosen.sim.wall_s)}): this run measures them, and the plans after it use what it measured")
     line = (f"workers: {chosen.workers} of {budget.cpus} CPUs - predicted wall "
             f"{fmt_s(chosen.sim.wall_s)}, peak {fmt_mb(chosen.sim.peak_mb)} of {fmt_mb(budget.memory_mb)}")
     more = next((c for c in cands if c.workers == chosen.workers + 1), None)
