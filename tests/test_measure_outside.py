@@ -167,3 +167,41 @@ def test_heartbeat_names_the_test_in_flight_in_the_job_log(tmp_path: Path, mode:
     # the run ended: the journal (for a run killed mid-test) is removed; the history has it all
     assert not (tmp_path / f"inflight-{run.id}.json").exists()
     assert plan.exists()  # a plan named by hand is not the run's to remove
+
+
+KILLS_THE_SAMPLER = '''
+import time
+import psutil
+
+def test_kills_the_sampler():
+    me = psutil.Process()  # serially the sampler is this process's child; under xdist, its parent's
+    (sampler,) = [c for c in me.children() + me.parent().children()
+                  if "suitefit.measure.watcher" in " ".join(c.cmdline())]
+    sampler.kill()
+    # not sampler.wait(): psutil would reap it, and the session could not see how it ended
+    end = time.monotonic() + 10
+    while sampler.status() != psutil.STATUS_ZOMBIE and time.monotonic() < end:
+        time.sleep(0.01)
+
+def test_after_it():
+    time.sleep(0.3)
+'''
+
+
+@pytest.mark.parametrize("mode", ["serial", "xdist"])
+def test_a_sampler_that_dies_is_said_in_one_line_and_no_memory_is_claimed(tmp_path: Path, mode: str) -> None:
+    """The sampler process outside the tests can die (a signal, a bug): the run goes on, says
+    in one line that its memory was not measured, and records no peak it did not see. Before,
+    the run said nothing (and a crash at the sampler's start left only its traceback)."""
+    (tmp_path / "test_kill_sampler.py").write_text(KILLS_THE_SAMPLER)
+    r = pytest_run(tmp_path, "--suitefit", f"--suitefit-history={tmp_path / 'h.sqlite'}", "-p", "no:cacheprovider",
+                   *(["-n", "1"] if mode == "xdist" else []))
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out
+    assert "suitefit: warning: the sampler process ended early, killed by signal 9 SIGKILL: this run's " \
+           "memory and per-file peaks are not measured" in r.stderr, out
+    assert "Traceback" not in out
+    with History(tmp_path / "h.sqlite") as h:
+        run = h.runs(limit=1)[0]
+    assert run.peak_rss_mb is None or mode == "xdist"  # serially nothing else measured it
+    assert run.meta_dict["sampler_ended_early"] == "ended early, killed by signal 9 SIGKILL"

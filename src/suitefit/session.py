@@ -251,6 +251,10 @@ class RunSide:
             self.local_worker.finish()
         # Stop the sampler process before anything reaps leftovers: it is our child too.
         peaks = self.sampler.stop()
+        if self.sampler.ended_early:  # its memory figures never came: say why they are missing
+            _log_stream(self.config).write(
+                f"suitefit: warning: the sampler process {self.sampler.ended_early}: this run's memory "
+                f"and per-file peaks are not measured (times, outcomes and fixtures are)\n")
         if self.control is not None:
             self.control.finish()
         self.leftovers.finish(workers=self.worker_pids.values())
@@ -325,6 +329,8 @@ class RunSide:
             t = timing.times()
             controller_cpu_s = t[0] + t[1] - self.own_cpu0
         steal = steal_share(self.ticks0, cpu_ticks())
+        if self.sampler.ended_early:
+            h.merge_run_meta(self.run_id, sampler_ended_early=self.sampler.ended_early)
         h.merge_run_meta(self.run_id, sampler_cpu_s=peaks.cpu_s, sampler_rss_mb=peaks.rss_mb,
                          samples=peaks.samples, outcomes=outcomes,
                          host_steal=None if steal is None else round(steal, 4),

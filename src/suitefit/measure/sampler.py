@@ -127,6 +127,15 @@ class RunPeaks:
 PSS_BUDGET = 0.002
 
 
+def _signame(n: int) -> str:
+    import signal
+
+    try:
+        return f"{n} {signal.Signals(n).name}"
+    except ValueError:
+        return str(n)
+
+
 class SamplerProcess:
     """Starts, feeds and stops the run's sampler process; ``root`` is this process."""
 
@@ -154,6 +163,9 @@ class SamplerProcess:
         self.count = 0
         self.measure_memory = True  # False: /proc is not readable; the sampler only keeps files
         self.failed: str | None = None  # why the sampler process could not start
+        # how it ended without its summary (a crash, a signal): None while it runs or said it
+        self.ended_early: str | None = None
+        self._summarized = False
 
     # -- what the session configures before start ----------------------------------------------
 
@@ -225,6 +237,7 @@ class SamplerProcess:
                     continue
 
     def _set_peaks(self, d: dict[str, Any]) -> None:
+        self._summarized = True
         self.peaks = RunPeaks(d.get("peak_rss") or 0.0, d.get("peak_pss"), int(d.get("peak_procs") or 0),
                               float(d.get("secs_above") or 0.0), int(d.get("samples") or 0), d.get("cpu_s"),
                               d.get("rss_mb"))
@@ -274,6 +287,10 @@ class SamplerProcess:
                             self._set_peaks(d)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 p.wait(timeout=30)
+            if not self._summarized:
+                rc = p.returncode
+                self.ended_early = ("ended early, killed by signal " + _signame(-rc) if rc is not None and rc < 0
+                                    else f"ended early (exit status {rc})")
             for pipe in (p.stdout, p.stdin):  # the streaming reader's pipe is ours to close
                 if pipe is not None:
                     with contextlib.suppress(OSError):
