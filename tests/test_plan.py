@@ -311,7 +311,8 @@ def test_a_count_only_a_calibration_ruled_out_is_tried_once() -> None:
     tried = make_plan(replace(costs, slowdown_unconfirmed=frozenset({2})), Budget(8000, 2))
     assert tried.workers == 2
     line = next(r for r in tried.reasons if r.startswith("workers: 2 rather than 1"))
-    assert "only a profile's calibration" in line and "this run measures them" in line
+    assert "only a profile's calibration has measured" in line and "(x1.90 at 2 workers)" in line, line
+    assert "this run measures them" in line
     # beyond the doubt, the calibration is believed
     far = replace(costs, slowdown={2: 3.5}, slowdown_unconfirmed=frozenset({2}))
     assert make_plan(far, Budget(8000, 2)).workers == 1

@@ -76,6 +76,7 @@ def _counts(top: int) -> list[int]:
 def choose_workers(evaluate: Callable[[int, float | None], Candidate], budget: Budget,
                    worker: WorkerCost, n_units: int,
                    lower_bound: Callable[[int], float] = lambda w: 0.0, *, doubt: float = 0.0,
+                   doubt_why: str = "",
                    ) -> tuple[Candidate, list[str], list[Candidate]]:
     """Evaluate worker counts; return the chosen one, the reasons, and all evaluated.
 
@@ -84,7 +85,7 @@ def choose_workers(evaluate: Callable[[int, float | None], Candidate], budget: B
     beat, so counts whose bound already loses are never simulated. ``doubt``: how much the
     contention figure may overstate a larger count's wall (``CALIBRATION_DOUBT`` while only a
     calibration measured it); the best-predicted larger count within it is chosen, so that
-    a run measures it.
+    a run measures it, and ``doubt_why`` says why the figure is in doubt.
     """
     top, reasons = max_workers(budget, worker, n_units)
     if budget.workers is not None:
@@ -147,11 +148,9 @@ def choose_workers(evaluate: Callable[[int, float | None], Candidate], budget: B
     if doubt and larger:
         was, chosen = chosen, min(larger, key=lambda c: (c.sim.wall_s, c.workers))
         reasons.append(
-            f"workers: {chosen.workers} rather than {was.workers} ({fmt_s(was.sim.wall_s)} predicted): only "
-            f"a profile's calibration has measured how much workers slow each other here, and its slice "
-            f"of short files in fresh workers reads high (x1.77 on scipy.sparse where whole runs "
-            f"measured x1.55); {chosen.workers} are predicted within {doubt:.0%} "
-            f"({fmt_s(chosen.sim.wall_s)}): this run measures them, and the plans after it use what it measured")
+            f"workers: {chosen.workers} rather than {was.workers} ({fmt_s(was.sim.wall_s)} predicted): "
+            f"{doubt_why}; {chosen.workers} are predicted within {doubt:.0%} ({fmt_s(chosen.sim.wall_s)}): "
+            f"this run measures them, and the plans after it use what it measured")
     line = (f"workers: {chosen.workers} of {budget.cpus} CPUs - predicted wall "
             f"{fmt_s(chosen.sim.wall_s)}, peak {fmt_mb(chosen.sim.peak_mb)} of {fmt_mb(budget.memory_mb)}")
     more = next((c for c in cands if c.workers == chosen.workers + 1), None)
