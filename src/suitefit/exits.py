@@ -27,3 +27,17 @@ def explain_exit(rc: int, run_status: str | None) -> str | None:
     if rc not in (EXIT_OK, EXIT_FAILED):
         return f"pytest exited with {rc}"
     return None
+
+
+def describe_exit(code: int | None) -> str:
+    """A child process's end, as ``Popen.returncode`` gives it: "signal 9 SIGKILL", "exit code 1"."""
+    if code is None:
+        return "exit status unknown"
+    if code < 0:
+        import signal
+
+        try:
+            return f"signal {-code} {signal.Signals(-code).name}"
+        except ValueError:
+            return f"signal {-code}"
+    return f"exit code {code}"

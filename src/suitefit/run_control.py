@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -16,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from suitefit import timing
+from suitefit.exits import describe_exit
 from suitefit.history import History, WorkerRecord, remove_run_files
 from suitefit.measure import reaper
 from suitefit.measure.journal import LEVELS, Heartbeat, Journal
@@ -156,7 +156,7 @@ class RunControl:
             return
         wid = node.gateway.id
         code = self._exit_code(node)
-        how = _describe_exit(code)
+        how = describe_exit(code)
         inflight = [x for x in self.journal.snapshot() if x.worker == wid]
         test = inflight[0].nodeid if inflight else "no test (between tests)"
         mb = self.worker_mb.get(wid)
@@ -227,17 +227,6 @@ class RunControl:
         in the history. Left beside it, each run added them for good (a 5,000-file plan is
         megabytes); a plan named by hand is not ours to remove."""
         remove_run_files(self.history.path, self.run_id, self.config.getoption("suitefit_plan", None))
-
-
-def _describe_exit(code: int | None) -> str:
-    if code is None:
-        return "exit status unknown"
-    if code < 0:
-        try:
-            return f"signal {-code} {signal.Signals(-code).name}"
-        except ValueError:
-            return f"signal {-code}"
-    return f"exit code {code}"
 
 
 def load_plan(path: str) -> Plan:

@@ -329,9 +329,8 @@ class RunSide:
             t = timing.times()
             controller_cpu_s = t[0] + t[1] - self.own_cpu0
         steal = steal_share(self.ticks0, cpu_ticks())
-        if self.sampler.ended_early:
-            h.merge_run_meta(self.run_id, sampler_ended_early=self.sampler.ended_early)
-        h.merge_run_meta(self.run_id, sampler_cpu_s=peaks.cpu_s, sampler_rss_mb=peaks.rss_mb,
+        early = {"sampler_ended_early": self.sampler.ended_early} if self.sampler.ended_early else {}
+        h.merge_run_meta(self.run_id, **early, sampler_cpu_s=peaks.cpu_s, sampler_rss_mb=peaks.rss_mb,
                          samples=peaks.samples, outcomes=outcomes,
                          host_steal=None if steal is None else round(steal, 4),
                          tests_span=span if n_tests else None,

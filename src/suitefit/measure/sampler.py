@@ -127,15 +127,6 @@ class RunPeaks:
 PSS_BUDGET = 0.002
 
 
-def _signame(n: int) -> str:
-    import signal
-
-    try:
-        return f"{n} {signal.Signals(n).name}"
-    except ValueError:
-        return str(n)
-
-
 class SamplerProcess:
     """Starts, feeds and stops the run's sampler process; ``root`` is this process."""
 
@@ -288,9 +279,11 @@ class SamplerProcess:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 p.wait(timeout=30)
             if not self._summarized:
+                from suitefit.exits import describe_exit
+
                 rc = p.returncode
-                self.ended_early = ("ended early, killed by signal " + _signame(-rc) if rc is not None and rc < 0
-                                    else f"ended early (exit status {rc})")
+                self.ended_early = ("ended early, killed by " if rc is not None and rc < 0
+                                    else "ended early, ") + describe_exit(rc)
             for pipe in (p.stdout, p.stdin):  # the streaming reader's pipe is ours to close
                 if pipe is not None:
                     with contextlib.suppress(OSError):

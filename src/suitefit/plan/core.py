@@ -632,10 +632,7 @@ class Core:
         for every pending unit of every waiting worker when none runs a test (at 64 workers,
         a walk of each queue there made planning take minutes)."""
         mb, res = self._fx_mb, w.resident
-        held, kept = w.held, w.kept_end
-        gone = self._freeable(w)
-        if gone:  # sending ``s`` here releases them first (``_send``)
-            held -= sum(mb[f] for f in self._freed(w, s)) if any(f in s.fx for f in gone) else w.freeable_mb
+        held, kept = self._held_after(w), w.kept_end  # sending ``s`` here releases those first
         new: tuple[str, ...] = ()
         for f in s.fx:
             if f not in res and f not in new:
@@ -661,16 +658,15 @@ class Core:
         return w.freeable
 
     def _freed(self, w: _Worker, s: _Slot) -> tuple[str, ...]:
-        """What sending pending ``s`` to ``w`` releases: the one reckoning of ``_send`` and of
-        every fit (``_peak_with``). (A pending unit's fixtures have users, so none is freeable;
-        the check is for what ``_send`` is handed.)"""
+        """What sending pending ``s`` to ``w`` releases (``_send``); every fit counts the same
+        fixtures gone (``_held_after``): a pending unit's fixtures have users, so none of them
+        is freeable, and the filter only guards what ``_send`` is handed."""
         return tuple(f for f in self._freeable(w) if f not in s.fx)
 
     def _held_after(self, w: _Worker) -> float:
         """The fixture memory a unit sent to ``w`` runs beside: what stays resident after the
-        queue, less what the send releases. (A bound for the searches: ``_peak_with`` is exact.)"""
-        self._freeable(w)
-        return w.held - w.freeable_mb
+        queue, less what the send releases (to a pending unit, which uses none of them)."""
+        return w.held - w.freeable_mb if self._freeable(w) else w.held
 
     def _free_at(self, w: _Worker, now: float) -> float:
         """When ``w`` is predicted to need its next unit."""
@@ -895,9 +891,7 @@ class Core:
         if got is None or got[0] != key:
             # ``_peak_with`` inline for the units that set up no fixture (most of them): this
             # rebuild was a quarter of planning 64 workers
-            gone = self._freeable(w)
-            held = w.held - w.freeable_mb if gone else w.held
-            kept, floor = w.kept_end, w.steps_peak
+            held, kept, floor = self._held_after(w), w.kept_end, w.steps_peak
             base = max(0.0, kept) + held
             heap = [((self._peak_with(w, s) if s.fx else
                       max(max(floor, base + s.own), max(0.0, kept + s.unit.kept_mb) + held)), s.pos, s)

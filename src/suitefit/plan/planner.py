@@ -324,7 +324,7 @@ def _plan_one(costs: CostModel, budget: Budget, rules: GroupingRules,
     only_calibrated = bool(costs.slowdown_unconfirmed) and set(costs.slowdown) <= costs.slowdown_unconfirmed
     why = ("only a profile's calibration has measured how much workers slow each other here ("
            + ", ".join(f"x{costs.slowdown[n]:.2f} at {n} workers" for n in sorted(costs.slowdown))
-           + "), and a slice of short files in fresh workers can read high")
+           + "), and a slice of short files in fresh workers can read high") if only_calibrated else ""
     chosen, wreasons, _ = choose_workers(evaluate, outer, worker, n_units_max, lower_bound,
                                          doubt=CALIBRATION_DOUBT if only_calibrated else 0.0, doubt_why=why)
     apart = _keep_hogs_apart(chosen, evaluate, worker.baseline_mb,
