@@ -128,6 +128,7 @@ class FixtureRelease:
         # looked at after each of their tests (they are long files: the stat is nothing there)
         self._split = frozenset(split_files)
         self._pending: dict[str, list[str]] = {}
+        self._narrow: set[Any] = set()  # fixture definitions of a scope never released
         # argname -> the persistent FixtureDefs set up here, with the request pytest itself
         # finishes them with at the end of their scope
         self._live: dict[str, dict[int, tuple[Any, Any]]] = {}
@@ -147,8 +148,14 @@ class FixtureRelease:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_fixture_setup(self, fixturedef: Any, request: Any) -> None:
+        # Called for every fixture of every test (a parametrized argument is one): a set
+        # lookup, not a read of ``scope`` (a property), for the definitions already seen.
+        if fixturedef in self._narrow:
+            return
         if fixturedef.scope in RELEASABLE_SCOPES:
             self._live.setdefault(fixturedef.argname, {})[id(fixturedef)] = (fixturedef, request)
+        else:
+            self._narrow.add(fixturedef)
 
     # trylast: the innermost wrapper, inside pytest's capture and logging of the teardown, so
     # a finalizer's output and log records land in the test's report like any teardown's.
@@ -157,14 +164,18 @@ class FixtureRelease:
         __tracebackhide__ = True  # a failing finalizer's report starts at the user's code
         # After pytest's own teardown of the item: its function fixtures are gone first.
         result = yield
-        path = _file_of(item.nodeid)
-        if self._reader is not None and (nextitem is None or _file_of(nextitem.nodeid) != path
-                                         or path in self._split):
-            for after, names in self._reader.read_new():
+        # Per test: the items of one file share their path object, so "the next test is in
+        # this file" is an identity test (a different object for the same file only means
+        # one look too many); the nodeid, a property, is read only where a look is due.
+        reader = self._reader
+        if reader is not None and (nextitem is None or nextitem.path is not item.path
+                                   or (self._split and _file_of(item.nodeid) in self._split)):
+            for after, names in reader.read_new():
                 self.add(after, names)
-        names = self._pending.pop(item.nodeid, [])
-        if names:
-            self._release(item, nextitem, names)
+        if self._pending:
+            names = self._pending.pop(item.nodeid, [])
+            if names:
+                self._release(item, nextitem, names)
         return result
 
     # -- the release ------------------------------------------------------------------------

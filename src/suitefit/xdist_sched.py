@@ -93,8 +93,9 @@ class SuitefitScheduling:
     @property
     def tests_finished(self) -> bool:
         # xdist shuts every node down once this is true, which also releases each node's
-        # held last test: only once the core has nothing left to place
-        if not self.collection_is_completed or self.core.pending:
+        # held last test: only once the core has nothing left to place. xdist asks at every
+        # turn of its loop (about six times a test): the cheap answer first.
+        if self.core.pending or not self.collection_is_completed:
             return False
         return all(not p or (len(p) == 1 and n in self._shutdown) for n, p in self.node2pending.items())
 
@@ -144,11 +145,11 @@ class SuitefitScheduling:
         pending.remove(item_index)
         wid = node.gateway.id
         units = self.node2units[node]
-        for a in list(units):
+        for a in units:
             if item_index in a.left:
                 a.left.discard(item_index)
                 if not a.left:
-                    units.remove(a)
+                    units.remove(a)  # then out of the loop at once: no iterator goes on
                     self.core.done(wid, a.unit.name, self._now())
                     self.on_decision("done", wid, a.unit.name, "")
                 break
