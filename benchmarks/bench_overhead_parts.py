@@ -23,6 +23,12 @@ disturbs far less than wall time:
              less the per-test part). The sampler process's CPU is outside these (``sampler``).
              Per-test figures are differences of ~5 s loops: on a busy machine a pair can be
              off by ±10 µs; the pairs are printed.
+``workers``  ``pytest -n N`` against ``pytest -n N --suitefit`` (``--workers-n``, default 2) on the
+             per-test suite, or on ``--suite``: every pytest process (the controller and
+             each xdist worker) writes its own CPU (getrusage) at its unconfigure; the
+             controller's and the workers' (summed) CPU per test, suitefit - plain. With
+             N no larger than the CPUs the workers do not fight each other for them; at
+             N = CPUs (2 here) the same per-test work costs more (caches, switches).
 ``sched``    the xdist controller's scheduler per test, replayed in one process without
              workers (fake nodes; a plan of one unit per file of 165 tests; a real journal):
              suitefit's adapter and core (``xdist_sched.py``, ``plan/core.py``) against
@@ -43,11 +49,14 @@ PYTHONPYCACHEPREFIX, so that the discarded runs leave every module's bytecode
 (nothing is written into the source tree). The difference between the two is what
 compiling costs.
 
-    .venv/bin/python benchmarks/bench_overhead_parts.py [--parts imports,sampler,hooks,session,sched]
+    .venv/bin/python benchmarks/bench_overhead_parts.py [--parts imports,sampler,hooks,session,sched,workers]
         [--reps 5] [--tests 20000] [--files 2000] [--bytecode as-is|cached] [--suite DIR] [--json OUT]
 
 ``--suite DIR`` adds the ``session`` probe on a real suite (``--parts ''`` for that alone):
-start, test loop and end of pytest's process, and the sampler process's CPU.
+start, test loop and end of pytest's process, and the sampler process's CPU. With
+``--parts workers`` alone it is the suite of that part instead:
+
+    .venv/bin/python benchmarks/bench_overhead_parts.py --parts workers --suite DIR [--workers-n 2]
 
 To compare two checkouts, put the other one's ``src`` first on PYTHONPATH:
 ``PYTHONPATH=/tmp/base/src .venv/bin/python benchmarks/bench_overhead_parts.py``.
@@ -102,6 +111,19 @@ def _write():
 
 
 atexit.register(_write)
+'''
+
+
+WORKERS_PROBE = '''\
+"""Each pytest process (xdist's controller, every worker) appends its own CPU at its end."""
+import json, os, resource
+
+
+def pytest_unconfigure(config):
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    who = getattr(config, "workerinput", {}).get("workerid", "controller")
+    with open(os.environ["SUITEFIT_PROBE_OUT"], "a") as f:
+        f.write(json.dumps({"who": who, "cpu": r.ru_utime + r.ru_stime}) + "\\n")
 '''
 
 
@@ -515,6 +537,55 @@ def part_sched(py: str, tmp: Path, reps: int, tests: int) -> dict[str, Any]:
             "loadfile_us": statistics.median(got["loadfile"]), "raw": got}
 
 
+def part_workers(py: str, tmp: Path, reps: int, tests: int, n: int, suite: Path | None) -> dict[str, Any]:
+    """Per-process CPU under xdist: the controller's and the workers' (summed), suitefit - plain."""
+    import shutil
+
+    probe_dir = tmp / "probe-workers"
+    probe_dir.mkdir()
+    (probe_dir / "suitefit_workers_probe.py").write_text(WORKERS_PROBE)
+    if suite is not None:
+        where = tmp / "workers-suite"
+        shutil.copytree(suite, where, ignore=shutil.ignore_patterns("__pycache__", ".suitefit", ".pytest_cache"))
+    else:
+        per_file = max(1, tests // 10)
+        where = make_suite(tmp / "workers-tests", tests // per_file, per_file)
+    collected = len([ln for ln in run([py, "-m", "pytest", "-q", "--collect-only", "-p", "no:cacheprovider"],
+                                      where, _env()).stdout.splitlines() if "::" in ln])
+    hist = tmp / "workers.sqlite"
+    sides = {"plain": [], "suitefit": ["--suitefit", f"--suitefit-history={hist}"]}
+    out_file = tmp / "workers-probe.jsonl"
+
+    def once(args: list[str]) -> dict[str, float]:
+        out_file.unlink(missing_ok=True)
+        env = {**_env(str(probe_dir)), "SUITEFIT_PROBE_OUT": str(out_file)}
+        run([py, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "suitefit_workers_probe", "-n", str(n), *args],
+            where, env)
+        rows = [json.loads(ln) for ln in out_file.read_text().splitlines()]
+        return {"controller": sum(r["cpu"] for r in rows if r["who"] == "controller"),
+                "workers": sum(r["cpu"] for r in rows if r["who"] != "controller"),
+                "processes": len({r["who"] for r in rows})}
+
+    for args in sides.values():  # discarded: bytecode, page cache
+        once(args)
+    res: dict[str, list[dict[str, float]]] = {"plain": [], "suitefit": []}
+    for i in range(reps):
+        for name in (("plain", "suitefit") if i % 2 == 0 else ("suitefit", "plain")):
+            r = once(sides[name])
+            res[name].append(r)
+            print(f"  workers {i + 1}/{reps} {name}: controller {r['controller']:.2f} s, "
+                  f"workers {r['workers']:.2f} s", file=sys.stderr)
+    d: dict[str, Any] = {"n": n, "tests": collected, "suite": str(suite) if suite else None,
+                         "processes": min(r["processes"] for side in res.values() for r in side)}
+    for k in ("controller", "workers"):
+        deltas = [b[k] - a[k] for a, b in zip(res["plain"], res["suitefit"], strict=True)]
+        d[f"{k}_plain_s"] = statistics.median(r[k] for r in res["plain"])
+        d[f"{k}_us"] = statistics.median(deltas) / max(1, collected) * 1e6
+        d[f"{k}_pairs_us"] = [x / max(1, collected) * 1e6 for x in deltas]
+    d["raw"] = res
+    return d
+
+
 def part_suite(py: str, tmp: Path, reps: int, suite: Path) -> dict[str, Any]:
     """The session part's probe on a real suite: this process's start, loop and end, and the
     sampler process's CPU (``runs.meta.sampler_cpu_s``)."""
@@ -535,7 +606,9 @@ def part_suite(py: str, tmp: Path, reps: int, suite: Path) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="bench_overhead_parts.py", description=__doc__.split("\n\n")[0])
     ap.add_argument("--parts", default="imports,sampler,hooks,session,sched",
-                    help="comma-separated: imports,sampler,hooks,session,sched (default: all)")
+                    help="comma-separated: imports,sampler,hooks,session,sched,workers "
+                         "(default: all but workers)")
+    ap.add_argument("--workers-n", type=int, default=2, help="xdist workers of the workers part (default 2)")
     ap.add_argument("--reps", type=int, default=5, help="runs (pairs) per figure; medians (default 5)")
     ap.add_argument("--tests", type=int, default=20000, help="trivial tests in the per-test suite (default 20000)")
     ap.add_argument("--files", type=int, default=2000, help="one-test files in the per-file suite (default 2000)")
@@ -549,9 +622,9 @@ def main(argv: list[str] | None = None) -> int:
                          "(see the module's docstring)")
     a = ap.parse_args(argv)
     parts = [p for p in a.parts.split(",") if p]
-    bad = set(parts) - {"imports", "sampler", "hooks", "session", "sched"}
-    if bad or a.reps < 1:
-        ap.exit(2, f"bench_overhead_parts.py: error: unknown part(s) {sorted(bad)} or --reps < 1\n")
+    bad = set(parts) - {"imports", "sampler", "hooks", "session", "sched", "workers"}
+    if bad or a.reps < 1 or a.workers_n < 1:
+        ap.exit(2, f"bench_overhead_parts.py: error: unknown part(s) {sorted(bad)}, --reps < 1 or --workers-n < 1\n")
     out: dict[str, Any] = {"load_before": _load(), "python": a.python, "started": time.time(),
                            "bytecode": a.bytecode,
                            "dont_write_bytecode": bool(os.environ.get("PYTHONDONTWRITEBYTECODE"))}
@@ -570,7 +643,9 @@ def main(argv: list[str] | None = None) -> int:
             out["session"] = part_session(a.python, tmp, a.reps, a.tests, a.files)
         if "sched" in parts:
             out["sched"] = part_sched(a.python, tmp, a.reps, a.tests)
-        if a.suite is not None:
+        if "workers" in parts:
+            out["workers"] = part_workers(a.python, tmp, a.reps, a.tests, a.workers_n, a.suite)
+        if a.suite is not None and parts != ["workers"]:
             out["suite"] = part_suite(a.python, tmp, a.reps, a.suite)
     out["load_after"] = _load()
     report(out)
@@ -612,6 +687,13 @@ def report(out: dict[str, Any]) -> None:
         print(f"controller's scheduler per test (replayed, no processes; {d['tests']} tests, files of 165): "
               f"suitefit's adapter and core {d['suitefit_us']:.1f} µs, xdist's LoadScheduling {d['xdist_us']:.1f} µs, "
               f"LoadFileScheduling {d['loadfile_us']:.1f} µs")
+    if "workers" in out:
+        d = out["workers"]
+        print(f"under xdist -n {d['n']} ({d['tests']} tests{', ' + d['suite'] if d['suite'] else ''}; "
+              f"each process's own CPU, suitefit - plain): controller {d['controller_us']:+.1f} µs per test "
+              f"(plain's {d['controller_plain_s']:.2f} s; pairs {' '.join(f'{x:+.0f}' for x in d['controller_pairs_us'])}), "
+              f"workers {d['workers_us']:+.1f} µs per test (plain's {d['workers_plain_s']:.2f} s; "
+              f"pairs {' '.join(f'{x:+.0f}' for x in d['workers_pairs_us'])})")
     if "suite" in out:
         d = out["suite"]
         print(f"suite {d['suite']} (this process's CPU, suitefit - plain; plain's own {d['plain_cpu_s']:.2f} s): "

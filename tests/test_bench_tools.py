@@ -203,6 +203,21 @@ def test_parts_sched_replays_both_schedulers_over_every_test(tmp_path: Path) -> 
     assert "controller's scheduler per test" in res.stdout
 
 
+def test_parts_workers_reads_every_xdist_process_on_both_sides(tmp_path: Path) -> None:
+    # The per-process part: the controller and each worker write their own CPU; a probe
+    # that xdist did not carry to the workers would leave only the controller's line.
+    out = tmp_path / "parts.json"
+    res = subprocess.run([sys.executable, str(PARTS_PATH), "--parts", "workers", "--reps", "1",
+                          "--tests", "40", "--workers-n", "2", "--json", str(out)],
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stdout + res.stderr
+    d = json.loads(out.read_text())["workers"]
+    assert d["tests"] == 40 and d["n"] == 2
+    assert d["processes"] == 3  # the controller and two workers, in every run of both sides
+    assert d["controller_plain_s"] > 0 and d["workers_plain_s"] > 0
+    assert len(d["workers_pairs_us"]) == 1 and "under xdist -n 2" in res.stdout
+
+
 PREDICT_PATH = Path(__file__).resolve().parent.parent / "benchmarks" / "bench_predict.py"
 
 
