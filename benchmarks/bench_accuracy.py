@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -29,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import tree_sampler
+from gen_suite import copy_suite, order_dependent
 
 ROOT = Path(__file__).resolve().parent.parent
 PEAK_TOL = 0.10
@@ -56,11 +56,6 @@ class Check:
         if self.exact:
             return all(v == 1 for v in self.values)
         return abs(self.median - 1) <= self.tol
-
-
-def copy_suite(src: Path, dst: Path) -> Path:
-    shutil.copytree(src, dst, ignore=shutil.ignore_patterns("__pycache__", ".suitefit", ".pytest_cache"))
-    return dst
 
 
 def run_once(python: str, suite: Path, hist: Path, workers: str, deselect: list[str],
@@ -154,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     if not modes or not all(m.isdigit() for m in modes):
         ap.exit(2, f"bench_accuracy.py: error: --modes wants worker counts like 0,2, not {a.modes!r}\n")
     manifest = json.loads(manifest_path.read_text())
-    consumers = sorted(p for p, f in manifest["files"].items() if f["kind"] == "consumer")
+    consumers = order_dependent(a.suite)
     runs: dict[str, list[tuple[tree_sampler.Result, dict[str, Any]]]] = {m: [] for m in modes}
     with tempfile.TemporaryDirectory(prefix="suitefit-acc-") as tmp:
         suite = copy_suite(a.suite, Path(tmp) / "suite")

@@ -28,7 +28,6 @@ import json
 import os
 import random
 import resource
-import shutil
 import sqlite3
 import statistics
 import subprocess
@@ -38,6 +37,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from gen_suite import copy_suite, order_dependent
 
 ROOT = Path(__file__).resolve().parent.parent
 TARGET = 1.03
@@ -104,19 +105,15 @@ def main(argv: list[str] | None = None) -> int:
     if not a.workers.isdigit():
         ap.exit(2, f"bench_overhead.py: error: -n wants a worker count, not {a.workers!r}\n")
     plain = [a.python, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
-    manifest = a.suite / "manifest.json"
-    if a.workers != "0":
-        plain += ["-n", a.workers]
-        if manifest.is_file():  # the order-dependent consumer fails on the wrong worker: leave it out
-            files = json.loads(manifest.read_text())["files"]
-            plain += [f"--deselect={p}" for p, f in files.items() if f["kind"] == "consumer"]
+    if a.workers != "0":  # the order-dependent consumer fails on the wrong worker: leave it out
+        plain += ["-n", a.workers, *(f"--deselect={p}" for p in order_dependent(a.suite))]
     global ENV
     with tempfile.TemporaryDirectory(prefix="suitefit-ovh-") as tmp:
         if a.bytecode == "cached":
             ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
             ENV["PYTHONPYCACHEPREFIX"] = str(Path(tmp) / "pycache")
         suite = Path(tmp) / "suite"
-        shutil.copytree(a.suite, suite, ignore=shutil.ignore_patterns("__pycache__", ".suitefit", ".pytest_cache"))
+        copy_suite(a.suite, suite)
         # one history for every measured run, as a user's grows; --opt=PATH keeps pytest's rootdir put
         hist = Path(tmp) / "history.sqlite"
         measured = [*plain, "--suitefit", f"--suitefit-history={hist}", *a.extra.split()]

@@ -75,8 +75,11 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
+
+from gen_suite import copy_suite, order_dependent
 
 PROBE = '''\
 """Reads this process's own CPU and wall time at the test loop's ends and at exit."""
@@ -118,12 +121,18 @@ WORKERS_PROBE = '''\
 """Each pytest process (xdist's controller, every worker) appends its own CPU at its end."""
 import json, os, resource
 
+_TESTS = [0]  # what this process collected (a worker: the whole suite; the controller: nothing)
+
+
+def pytest_collection_finish(session):
+    _TESTS[0] = len(session.items)
+
 
 def pytest_unconfigure(config):
     r = resource.getrusage(resource.RUSAGE_SELF)
     who = getattr(config, "workerinput", {}).get("workerid", "controller")
     with open(os.environ["SUITEFIT_PROBE_OUT"], "a") as f:
-        f.write(json.dumps({"who": who, "cpu": r.ru_utime + r.ru_stime}) + "\\n")
+        f.write(json.dumps({"who": who, "cpu": r.ru_utime + r.ru_stime, "tests": _TESTS[0]}) + "\\n")
 '''
 
 
@@ -312,27 +321,42 @@ def _sampler_cpu(hist: Path) -> float | None:
     return json.loads(row[0]).get("sampler_cpu_s") if row else None
 
 
-def _pairs(py: str, suite: Path, tmp: Path, reps: int, probe_dir: Path, tag: str) -> dict[str, Any]:
-    hist = tmp / f"{tag}.sqlite"
-    sides = {"plain": [], "suitefit": ["--suitefit", f"--suitefit-history={hist}"]}
+def _interleaved(reps: int, once: Callable[[str], dict[str, Any]], keys: Sequence[str],
+                 show: Callable[[str], str]) -> dict[str, Any]:
+    """One discarded run of each side (bytecode, page cache), then ``reps`` pairs, who goes
+    first alternating; per key, each side's median and the median of the per-pair
+    differences (suitefit - plain), with those differences. ``once(side)`` runs one side and
+    returns its figures; ``show(tag)`` labels its progress lines."""
+    for side in ("plain", "suitefit"):
+        once(side)
     res: dict[str, list[dict[str, Any]]] = {"plain": [], "suitefit": []}
-    for args in sides.values():  # discarded: bytecode, page cache
-        _probe_run(py, suite, args, probe_dir, tmp / "probe.json")
     for i in range(reps):
-        for name in (("plain", "suitefit") if i % 2 == 0 else ("suitefit", "plain")):
-            r = _probe_run(py, suite, sides[name], probe_dir, tmp / "probe.json")
-            if name == "suitefit":
-                r["sampler"] = _sampler_cpu(hist)
-            res[name].append(r)
-            print(f"  {tag} {i + 1}/{reps} {name}: start {r['start'] * 1000:.0f} ms, loop {r['loop']:.3f} s, "
-                  f"end {r['end'] * 1000:.0f} ms", file=sys.stderr)
-    out: dict[str, Any] = {}
-    for k in ("start", "loop", "end"):
+        for side in (("plain", "suitefit") if i % 2 == 0 else ("suitefit", "plain")):
+            r = once(side)
+            res[side].append(r)
+            print(f"  {show(side)} {i + 1}/{reps} {side}: "
+                  + ", ".join(f"{k} {r[k]:.3f} s" for k in keys), file=sys.stderr)
+    out: dict[str, Any] = {"raw": res}
+    for k in keys:
         deltas = [b[k] - a[k] for a, b in zip(res["plain"], res["suitefit"], strict=True)]
         out[k] = {s: statistics.median(r[k] for r in res[s]) for s in res}
         out[k]["delta"] = statistics.median(deltas)
         out[k]["deltas"] = deltas
-    out["sampler_cpu_s"] = statistics.median(r["sampler"] or 0.0 for r in res["suitefit"])
+    return out
+
+
+def _pairs(py: str, suite: Path, tmp: Path, reps: int, probe_dir: Path, tag: str) -> dict[str, Any]:
+    hist = tmp / f"{tag}.sqlite"
+    sides = {"plain": [], "suitefit": ["--suitefit", f"--suitefit-history={hist}"]}
+
+    def once(side: str) -> dict[str, Any]:
+        r = _probe_run(py, suite, sides[side], probe_dir, tmp / "probe.json")
+        if side == "suitefit":
+            r["sampler"] = _sampler_cpu(hist)
+        return r
+
+    out = _interleaved(reps, once, ("start", "loop", "end"), lambda side: tag)
+    out["sampler_cpu_s"] = statistics.median(r["sampler"] or 0.0 for r in out["raw"]["suitefit"])
     return out
 
 
@@ -539,64 +563,50 @@ def part_sched(py: str, tmp: Path, reps: int, tests: int) -> dict[str, Any]:
 
 def part_workers(py: str, tmp: Path, reps: int, tests: int, n: int, suite: Path | None) -> dict[str, Any]:
     """Per-process CPU under xdist: the controller's and the workers' (summed), suitefit - plain."""
-    import shutil
-
     probe_dir = tmp / "probe-workers"
     probe_dir.mkdir()
     (probe_dir / "suitefit_workers_probe.py").write_text(WORKERS_PROBE)
     if suite is not None:
-        where = tmp / "workers-suite"
-        shutil.copytree(suite, where, ignore=shutil.ignore_patterns("__pycache__", ".suitefit", ".pytest_cache"))
+        where = copy_suite(suite, tmp / "workers-suite")
     else:
         per_file = max(1, tests // 10)
         where = make_suite(tmp / "workers-tests", tests // per_file, per_file)
-    collected = len([ln for ln in run([py, "-m", "pytest", "-q", "--collect-only", "-p", "no:cacheprovider"],
-                                      where, _env()).stdout.splitlines() if "::" in ln])
     hist = tmp / "workers.sqlite"
-    sides = {"plain": [], "suitefit": ["--suitefit", f"--suitefit-history={hist}"]}
+    # the order-dependent consumer fails on the wrong worker, with or without suitefit
+    plain = [f"--deselect={p}" for p in order_dependent(where)]
+    sides = {"plain": plain, "suitefit": [*plain, "--suitefit", f"--suitefit-history={hist}"]}
     out_file = tmp / "workers-probe.jsonl"
 
-    def once(args: list[str]) -> dict[str, float]:
+    def once(side: str) -> dict[str, Any]:
         out_file.unlink(missing_ok=True)
         env = {**_env(str(probe_dir)), "SUITEFIT_PROBE_OUT": str(out_file)}
-        run([py, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "suitefit_workers_probe", "-n", str(n), *args],
-            where, env)
+        run([py, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "suitefit_workers_probe", "-n", str(n),
+             *sides[side]], where, env)
         rows = [json.loads(ln) for ln in out_file.read_text().splitlines()]
         return {"controller": sum(r["cpu"] for r in rows if r["who"] == "controller"),
                 "workers": sum(r["cpu"] for r in rows if r["who"] != "controller"),
-                "processes": len({r["who"] for r in rows})}
+                "processes": len({r["who"] for r in rows}),
+                "tests": max(r["tests"] for r in rows)}  # what each worker collected
 
-    for args in sides.values():  # discarded: bytecode, page cache
-        once(args)
-    res: dict[str, list[dict[str, float]]] = {"plain": [], "suitefit": []}
-    for i in range(reps):
-        for name in (("plain", "suitefit") if i % 2 == 0 else ("suitefit", "plain")):
-            r = once(sides[name])
-            res[name].append(r)
-            print(f"  workers {i + 1}/{reps} {name}: controller {r['controller']:.2f} s, "
-                  f"workers {r['workers']:.2f} s", file=sys.stderr)
+    r = _interleaved(reps, once, ("controller", "workers"), lambda side: "workers")
+    runs = [x for side in r["raw"].values() for x in side]
+    collected = max(x["tests"] for x in runs)
     d: dict[str, Any] = {"n": n, "tests": collected, "suite": str(suite) if suite else None,
-                         "processes": min(r["processes"] for side in res.values() for r in side)}
+                         "processes": min(x["processes"] for x in runs), "raw": r["raw"]}
     for k in ("controller", "workers"):
-        deltas = [b[k] - a[k] for a, b in zip(res["plain"], res["suitefit"], strict=True)]
-        d[f"{k}_plain_s"] = statistics.median(r[k] for r in res["plain"])
-        d[f"{k}_us"] = statistics.median(deltas) / max(1, collected) * 1e6
-        d[f"{k}_pairs_us"] = [x / max(1, collected) * 1e6 for x in deltas]
-    d["raw"] = res
+        d[f"{k}_plain_s"] = r[k]["plain"]
+        d[f"{k}_us"] = r[k]["delta"] / max(1, collected) * 1e6
+        d[f"{k}_pairs_us"] = [x / max(1, collected) * 1e6 for x in r[k]["deltas"]]
     return d
 
 
 def part_suite(py: str, tmp: Path, reps: int, suite: Path) -> dict[str, Any]:
     """The session part's probe on a real suite: this process's start, loop and end, and the
     sampler process's CPU (``runs.meta.sampler_cpu_s``)."""
-    import shutil
-
     probe_dir = tmp / "probe-suite"
     probe_dir.mkdir()
     (probe_dir / "suitefit_probe.py").write_text(PROBE)
-    copy = tmp / "suite-copy"
-    shutil.copytree(suite, copy, ignore=shutil.ignore_patterns("__pycache__", ".suitefit", ".pytest_cache"))
-    r = _pairs(py, copy, tmp, reps, probe_dir, "suite")
+    r = _pairs(py, copy_suite(suite, tmp / "suite-copy"), tmp, reps, probe_dir, "suite")
     return {"suite": str(suite), "start_ms": r["start"]["delta"] * 1000, "loop_ms": r["loop"]["delta"] * 1000,
             "loop_pairs_ms": [d * 1000 for d in r["loop"]["deltas"]], "end_ms": r["end"]["delta"] * 1000,
             "plain_cpu_s": r["start"]["plain"] + r["loop"]["plain"] + r["end"]["plain"],

@@ -266,6 +266,22 @@ def generate(out: Path, shape: Shape, name: str = "suite") -> dict[str, object]:
     return manifest
 
 
+def copy_suite(src: Path, dst: Path) -> Path:
+    """A copy of a suite to measure on: its bytecode, pytest's cache and suitefit's history stay behind."""
+    shutil.copytree(src, dst, ignore=shutil.ignore_patterns("__pycache__", ".suitefit", ".pytest_cache"))
+    return dst
+
+
+def order_dependent(suite: Path) -> list[str]:
+    """The files of a generated suite that fail on another worker than their provider (the
+    consumer of its order-dependent pair), from its manifest; none for a suite without one.
+    Runs with xdist's own modes leave them out."""
+    manifest = suite / "manifest.json"
+    if not manifest.is_file():
+        return []
+    return sorted(p for p, f in json.loads(manifest.read_text())["files"].items() if f["kind"] == "consumer")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("out", type=Path)
