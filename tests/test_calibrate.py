@@ -57,6 +57,49 @@ def test_a_calibration_measures_contention_and_startup_until_a_whole_run_measure
     assert cm.run_slowdown == {2: pytest.approx(expected), 3: pytest.approx(1.3)}
 
 
+def test_a_calibrations_first_uses_are_left_out_of_its_contention_not_an_even_slowdown(tmp_path: Path) -> None:
+    """networkx's five packages: 7 of the slice's 478 tests held 1.2 s of its 3.0 s (imports
+    inside functions, caches an earlier file had filled in the profile), and the slice read
+    x1.45 where whole runs then measured x0.99: the first plan predicted 20.1 s for 14.5 s."""
+    from suitefit.cli.calibrate import _measured_line
+    from suitefit.config import load_config
+
+    files = {f"tests/test_{i}.py": SynthFile(f"tests/test_{i}.py", 1.0, tests=10) for i in range(8)}
+    paths = list(files)
+    sliced = paths[:6]
+    # side by side: 1.3x each, one file evenly 2.5x (contention however large, not a first use)
+    there = {p: SynthFile(p, files[p].wall_s * (2.5 if p == paths[1] else 1.3), tests=10) for p in sliced}
+    runs = [SynthRun({"main": paths}, files),
+            SynthRun({"gw0": sliced[::2], "gw1": sliced[1::2]}, there, kind="calibrate", startup_s=2.5)]
+    db = tmp_path / "h.sqlite"
+    write_history(db, runs)
+    with History(db) as h:
+        evenly = build_cost_model(h).slowdown[2]
+    # test_0's first test pays a first use of 1.5 s in its fresh worker (0.1 s serially)
+    with sqlite3.connect(db) as c:
+        c.execute("UPDATE tests SET wall_s = wall_s + 1.5 WHERE run_id = 2 AND nodeid = 'tests/test_0.py::test_0'")
+        c.execute("UPDATE files SET wall_s = wall_s + 1.5 WHERE run_id = 2 AND path = 'tests/test_0.py'")
+    (tmp_path / "pyproject.toml").write_text("")
+    with History(db) as h:
+        cm = build_cost_model(h)
+        line = _measured_line(h, load_config(tmp_path), 2, 2)
+    assert evenly == pytest.approx((1.3 * 5 + 2.5) / 6)  # the even 2.5x counted whole
+    # the first use is not contention: that test counts at its serial time (0.1 s, not 0.13)
+    assert cm.slowdown == {2: pytest.approx(evenly - 0.03 / 6)}
+    assert cm.first_uses == {2: (pytest.approx(1.5 + 0.13 - 0.1), 1)}
+    assert "their time alone (1 test(s) left out for 1.5 s over their serial time: one-off stalls" in line, line
+
+    # the same test as slow in a whole run counts there: every worker pays what it pays
+    whole = SynthRun({"gw0": paths[::2], "gw1": paths[1::2]}, files, kind="run", scale=1.3)
+    write_history(tmp_path / "h2.sqlite", [runs[0], whole])
+    with sqlite3.connect(tmp_path / "h2.sqlite") as c:
+        c.execute("UPDATE tests SET wall_s = wall_s + 1.5 WHERE run_id = 2 AND nodeid = 'tests/test_0.py::test_0'")
+        c.execute("UPDATE files SET wall_s = wall_s + 1.5 WHERE run_id = 2 AND path = 'tests/test_0.py'")
+    with History(tmp_path / "h2.sqlite") as h:
+        cm = build_cost_model(h)
+    assert cm.slowdown == {2: pytest.approx((1.3 * 8 + 1.5) / 8)} and not cm.first_uses
+
+
 def test_the_calibrations_line_says_what_it_measured_and_what_plans_use(tmp_path: Path) -> None:
     from suitefit.cli.calibrate import _measured_line
     from suitefit.config import load_config

@@ -415,9 +415,16 @@ def test_a_plan_reads_no_passing_runs_test_rows(tmp_path: Path) -> None:
         h._db.set_trace_callback(None)
     failed_run = min(r.id for r in runs)
     on_tests = [s for s in statements if "FROM tests" in s]
-    # what is read of the tests: the failing run's per-file failures, the newest run's last tests
-    assert all(f"run_id IN ({failed_run})" in s or f"run_id IN ({max(r.id for r in runs)})" in s
-               for s in on_tests), on_tests
+    calibrated = ",".join(str(r.id) for r in sorted(runs, key=lambda r: r.id) if r.kind == "calibrate")
+    newest = max(r.id for r in runs)
+    # what is read of the tests: the failing run's per-file failures, the newest run's last tests,
+    # and, while a calibration's figure is the one plans use, the calibrations' own (a slice of
+    # the suite) and their files' in the newest serial run (to tell their one-off stalls from
+    # contention), no more
+    assert calibrated
+    assert all(f"run_id IN ({failed_run})" in s or f"run_id IN ({newest})" in s
+               or f"FROM tests WHERE run_id IN ({calibrated}) " in s for s in on_tests), "\n".join(on_tests)
+    assert sum(f"run_id IN ({newest}) AND file IN (" in s for s in on_tests) == 1, on_tests
     with sqlite3.connect(path) as db:  # as a history recorded before the span was kept
         for r in runs:
             meta = dict(r.meta_dict)

@@ -70,6 +70,7 @@ def build_cost_model(history: History | None, *, files: Sequence[str] = (),
     slowdown: dict[int, float] = {}
     run_slowdown: dict[int, float] = {}
     unconfirmed: frozenset[int] = frozenset()
+    first_uses: dict[int, tuple[float, int]] = {}
     startups: dict[int, float] = {}
     fixtures: tuple[FixtureCost, ...] = ()
     worker = DEFAULT_WORKER
@@ -80,8 +81,8 @@ def build_cost_model(history: History | None, *, files: Sequence[str] = (),
     fault: tuple[float, str] | None = None
     if history is not None and run_ids:
         fixtures, fx_rows, fx_files = _fixtures(history, run_ids)
-        fcosts, used_runs, (slowdown, run_slowdown, unconfirmed), fault = _files(history, run_ids, last, fx_rows,
-                                                                                 fx_files)
+        fcosts, used_runs, (slowdown, run_slowdown, unconfirmed, first_uses), fault = _files(
+            history, run_ids, last, fx_rows, fx_files)
         worker, wnote, startups = _worker(history, sorted(used_runs))
         controller_s = _controller_start(history, sorted(used_runs))
         notes.append(wnote)
@@ -120,6 +121,7 @@ def build_cost_model(history: History | None, *, files: Sequence[str] = (),
         slowdown=slowdown,
         run_slowdown=run_slowdown,
         slowdown_unconfirmed=unconfirmed,
+        first_uses=first_uses,
         startup_by_workers=startups,
         controller_s=controller_s,
         outside_by_workers=outside,
@@ -219,7 +221,8 @@ def _fixtures(history: History, run_ids: Sequence[int]) -> tuple[
 def _files(history: History, run_ids: Sequence[int], last: int,
            fx_on_worker: Mapping[tuple[int, str], Mapping[str, tuple[float, float]]],
            fx_users: Mapping[int, Mapping[str, set[str]]]
-           ) -> tuple[dict[str, FileCost], set[int], tuple[dict[int, float], dict[int, float], frozenset[int]],
+           ) -> tuple[dict[str, FileCost], set[int],
+                      tuple[dict[int, float], dict[int, float], frozenset[int], dict[int, tuple[float, int]]],
                       tuple[float, str] | None]:
     rows = history.execute(
         f"SELECT run_id, worker, path, started, wall_s, cpu_s, tests, peak_mb, baseline_mb FROM files "
@@ -250,6 +253,20 @@ def _files(history: History, run_ids: Sequence[int], last: int,
         n_of[int(run_id)] = int(workers or 0)
         if kind == CALIBRATION:
             calibrations.add(int(run_id))
+    # a calibration's one-off stalls are no contention: out of its files' times before the
+    # slowdown, while its figure is the one plans use (no whole run measured its count); its
+    # reference, the newest serial run (its profile): a passing run's test rows are otherwise
+    # never read, and a 50,000-test history holds a million of them
+    measured = {n_of[r] for r in run_ids if r not in calibrations and n_of.get(r, 0) >= 2}
+    serial = [r for r in run_ids if n_of.get(r, 0) <= 1 and r not in calibrations][:1]
+    first_uses = _first_uses(history, sorted(r for r in calibrations if n_of.get(r, 0) not in measured), serial)
+    first_by_run: dict[int, tuple[float, int]] = {}
+    for key, (excess, n) in first_uses.items():
+        a = per.get(key)
+        if a is not None:
+            a[0] = max(0.0, a[0] - excess)
+            s, k = first_by_run.get(key[0], (0.0, 0))
+            first_by_run[key[0]] = (s + excess, k + n)
     # with faults modelled, files that touch much memory are priced apart from CPU sharing
     slowdown, by_run = _slowdown(n_of, per, heavy_apart=fault is not None, priors=calibrations)
     by_path: dict[str, list[tuple[int, list[float]]]] = {}
@@ -308,7 +325,62 @@ def _files(history: History, run_ids: Sequence[int], last: int,
     # counts only a calibration measured: its slice of short files in fresh workers reads high
     whole = {n_of[r] for r in by_run if r not in calibrations}
     unconfirmed = frozenset(n_of[r] for r in by_run if r in calibrations) - whole
-    return out, used, (slowdown, by_run, unconfirmed), fault
+    return out, used, (slowdown, by_run, unconfirmed, first_by_run), fault
+
+
+# A calibration runs short files in fresh workers. A test that ran warm in the serial profile
+# (an import inside a function, a cache an earlier file had filled) pays that first use there
+# again, in each worker: on networkx's five packages 7 of 478 tests held 1.2 s of the slice's
+# 3.0 s, and counted as contention they made it x1.45 where whole runs then measured x0.99
+# (the plan: 20.1 s predicted for 14.5 s). A test over FIRST_USE_X times the run's own
+# contention (its tests' time-weighted median ratio, at least 1) plus FIRST_USE_S is counted
+# at its serial time: a file slowed evenly, however much, is contention and stays.
+FIRST_USE_X = 2.0
+FIRST_USE_S = 0.005
+
+
+def _first_uses(history: History, calibrations: Sequence[int], serial: Sequence[int]
+                ) -> dict[tuple[int, str], tuple[float, int]]:
+    """(calibration run, file) -> (seconds its tests' first uses took over their serial
+    time, how many tests); ``serial``: the runs whose per-test times are the reference."""
+    if not calibrations or not serial:
+        return {}
+    rows = history.execute(
+        f"SELECT run_id, nodeid, file, wall_s FROM tests WHERE run_id IN ({_q(calibrations)}) "
+        f"AND outcome IN ('passed', 'skipped', 'xfailed', 'xpassed')")
+    files = sorted({str(r[2]) for r in rows})
+    ref: dict[str, list[float]] = {}
+    for i in range(0, len(files), 500):  # SQLite's bound on the variables of one statement
+        part = files[i:i + 500]
+        for nodeid, wall in history.execute(
+                f"SELECT nodeid, wall_s FROM tests WHERE run_id IN ({_q(serial)}) "
+                f"AND file IN ({','.join('?' * len(part))})", part):
+            ref.setdefault(str(nodeid), []).append(float(wall))
+    by_run: dict[int, list[tuple[str, float, float]]] = {}
+    for run_id, nodeid, file, wall in rows:
+        r = ref.get(str(nodeid))
+        if r:
+            by_run.setdefault(int(run_id), []).append((str(file), float(wall), median(r)))
+    out: dict[tuple[int, str], tuple[float, int]] = {}
+    for run_id, tests in by_run.items():
+        limit = FIRST_USE_X * max(1.0, _weighted_median_ratio([(t, s) for _, t, s in tests]) or 1.0)
+        for file, t, s in tests:
+            if t > limit * s + FIRST_USE_S:
+                e, n = out.get((run_id, file), (0.0, 0))
+                out[(run_id, file)] = (e + t - s, n + 1)
+    return out
+
+
+def _weighted_median_ratio(pairs: Sequence[tuple[float, float]]) -> float | None:
+    """The ratio t/s that half the serial time ``s`` lies below: robust to a few tests far off."""
+    xs = sorted((t / s, s) for t, s in pairs if s > 0)
+    total = sum(s for _, s in xs)
+    acc = 0.0
+    for ratio, s in xs:
+        acc += s
+        if acc >= total / 2:
+            return ratio
+    return None
 
 
 SHAPED_SHARE = 128  # files holding 1/128 of the work or more: what a chunk could be cut from

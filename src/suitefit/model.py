@@ -154,6 +154,8 @@ class CostModel:
     run_slowdown: Mapping[int, float] = field(default_factory=dict)  # each run's own figure
     # counts in ``slowdown`` that only a profile's calibration measured (no whole run yet)
     slowdown_unconfirmed: frozenset[int] = frozenset()
+    # calibration run -> (seconds, tests): its tests' first uses, left out of its slowdown
+    first_uses: Mapping[int, tuple[float, int]] = field(default_factory=dict)
     startup_by_workers: Mapping[int, float] = field(default_factory=dict)
     # xdist's controller before it starts its workers: a serial startup less its collection
     controller_s: float | None = None

@@ -133,7 +133,12 @@ def _measured_line(h: History, cfg: Config, run_id: int, workers: int) -> str:
     parts = []
     factor = costs.run_slowdown.get(run_id)
     if factor is not None:
-        parts.append(f"side by side on {workers} workers, files took x{factor:.2f} their time alone")
+        took = f"side by side on {workers} workers, files took x{factor:.2f} their time alone"
+        first_s, first_n = costs.first_uses.get(run_id, (0.0, 0))
+        if first_n:
+            took += (f" ({first_n} test(s) left out for {fmt_s(first_s)} over their serial time: one-off "
+                     f"stalls, such as a first use of what the profile had warm, not contention)")
+        parts.append(took)
     else:
         parts.append(f"too few files ran cleanly to measure how {workers} workers slow each other")
     starts = [float(r[0]) for r in h.execute("SELECT startup_s FROM workers WHERE run_id = ? "
