@@ -29,12 +29,15 @@ NO_CONTENTION = "if workers do not slow each other"
 
 
 def test_a_calibration_measures_contention_and_startup_until_a_whole_run_measures_them(tmp_path: Path) -> None:
-    files = {f"tests/test_{i}.py": SynthFile(f"tests/test_{i}.py", 1.0 + i % 3) for i in range(8)}
+    # two tests a second in every file: no per-test cost to tell (``slice_factor``)
+    files = {f"tests/test_{i}.py": SynthFile(f"tests/test_{i}.py", 1.0 + i % 3, tests=2 * (1 + i % 3))
+             for i in range(8)}
     paths = list(files)
     serial = SynthRun({"main": paths}, files)
     sliced = paths[:5]
     # side by side the slice took 1.8x, one file 2.6x; its workers took 2.5 s to start
-    there = {p: SynthFile(p, files[p].wall_s * (2.6 if p == paths[0] else 1.8)) for p in sliced}
+    there = {p: SynthFile(p, files[p].wall_s * (2.6 if p == paths[0] else 1.8), tests=files[p].tests)
+             for p in sliced}
     calib = SynthRun({"gw0": sliced[::2], "gw1": sliced[1::2]}, there, kind="calibrate", startup_s=2.5)
     write_history(tmp_path / "h.sqlite", [serial, calib])
     with History(tmp_path / "h.sqlite") as h:
@@ -55,6 +58,42 @@ def test_a_calibration_measures_contention_and_startup_until_a_whole_run_measure
         cm = build_cost_model(h)
     assert cm.slowdown == {2: pytest.approx(1.3)}
     assert cm.run_slowdown == {2: pytest.approx(expected), 3: pytest.approx(1.3)}
+
+
+def test_a_slice_of_fast_tests_is_read_at_the_suites_own_rate_of_tests(tmp_path: Path) -> None:
+    """With workers each test pays a share of xdist's reporting: numpy's lib and linalg slice
+    (538 tests a serial second, the suite 72) read x1.89 where whole runs measured x1.07-1.30.
+    Here every file takes 1.1x its serial time plus 2 ms a test: the slice's fast files would
+    say x1.78 time-weighted, the suite (mostly slow files) takes x1.16."""
+    per_test = 0.002
+
+    def side_by_side(f: SynthFile) -> SynthFile:
+        return SynthFile(f.path, 1.1 * f.wall_s + per_test * f.tests, tests=f.tests)
+
+    fast = {f"tests/test_fast_{i}.py": SynthFile(f"tests/test_fast_{i}.py", 0.3 + 0.1 * i, tests=150 + 60 * i)
+            for i in range(4)}
+    slow = {f"tests/test_slow_{i}.py": SynthFile(f"tests/test_slow_{i}.py", 0.2 + 0.1 * i, tests=4)
+            for i in range(2)}
+    long = {f"tests/test_long_{i}.py": SynthFile(f"tests/test_long_{i}.py", 10.0 + i, tests=20) for i in range(4)}
+    files = {**fast, **slow, **long}
+    sliced = [*fast, *slow]
+    calib = SynthRun({"gw0": sliced[::2], "gw1": sliced[1::2]}, {p: side_by_side(files[p]) for p in sliced},
+                     kind="calibrate")
+    write_history(tmp_path / "h.sqlite", [SynthRun({"main": list(files)}, files), calib])
+    with History(tmp_path / "h.sqlite") as h:
+        cm = build_cost_model(h)
+    work = sum(f.wall_s for f in files.values())
+    whole = sum(side_by_side(f).wall_s for f in files.values()) / work
+    slice_alone = sum(side_by_side(files[p]).wall_s for p in sliced) / sum(files[p].wall_s for p in sliced)
+    assert slice_alone > 1.7 and whole < 1.2
+    assert cm.slowdown == {2: pytest.approx(whole)}
+
+    # a whole run at the same costs measures the same figure, time-weighted as ever
+    run = SynthRun({"gw0": list(files)[::2], "gw1": list(files)[1::2]},
+                   {p: side_by_side(f) for p, f in files.items()}, kind="run")
+    write_history(tmp_path / "h2.sqlite", [SynthRun({"main": list(files)}, files), calib, run])
+    with History(tmp_path / "h2.sqlite") as h:
+        assert build_cost_model(h).slowdown == {2: pytest.approx(whole)}
 
 
 def test_a_calibrations_first_uses_are_left_out_of_its_contention_not_an_even_slowdown(tmp_path: Path) -> None:
