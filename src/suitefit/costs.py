@@ -608,14 +608,14 @@ def slice_factor(triples: Sequence[tuple[float, float, float]], suite_rate: floa
     """A calibration's slowdown for the whole suite, from its slice's (time, serial time, tests).
 
     With workers every test costs a share of xdist's reporting (the worker sends three reports,
-    the controller takes them in on the same CPUs): whole runs here measured 1.4-1.7 ms a test
-    on networkx and numpy alike. A slice of short files holds more tests a second than the
-    suite (numpy's lib and linalg tests: its slice read x1.89 where whole runs then measured
-    x1.07-1.30), so its time-weighted figure is fitted as ``a * serial + b * tests`` (least
-    squares weighted by one over the serial time, which keeps the slice's own total exact) and
-    read at the suite's tests a serial second (held within the rates the slice's files had).
-    The time-weighted figure where no positive
-    per-test cost fits (files of one rate, too few files): ``slowdown_factor``'s rules apply.
+    the controller takes them in on the same CPUs): whole runs here measured 1.3-1.7 ms a test
+    on networkx, numpy and the 50,000-test suite alike. A slice's rate of tests is not the
+    suite's (numpy's lib and linalg tests: 538 a serial second against 72, and the slice read
+    x1.89 where whole runs then measured x1.07-1.30), so its files are fitted as ``a * serial +
+    b * tests`` (least squares weighted by one over the serial time, which keeps the slice's own
+    total exact) and read at the suite's rate, held within the rates the slice's files had.
+    Where no positive per-test cost fits (files of one rate), the time-weighted figure; the
+    files kept are ``slowdown_factor``'s.
     """
     kept = [(t, s, k) for t, s, k in triples if s >= 0.05 and 1 / 3 <= t / s <= 3]
     if len(kept) < 3:
