@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 from clihelp import suitefit
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 from plan_synth import SynthFile, SynthRun, write_history
 from venvs import OLDEST, make_venv
 
@@ -94,6 +96,31 @@ def test_a_slice_of_fast_tests_is_read_at_the_suites_own_rate_of_tests(tmp_path:
     write_history(tmp_path / "h2.sqlite", [SynthRun({"main": list(files)}, files), calib, run])
     with History(tmp_path / "h2.sqlite") as h:
         assert build_cost_model(h).slowdown == {2: pytest.approx(whole)}
+
+
+@settings(max_examples=200, deadline=None)
+@given(a=st.floats(0.6, 2.0), b=st.floats(0.0, 0.004),
+       files=st.lists(st.tuples(st.floats(0.05, 5.0), st.integers(1, 2000)), min_size=3, max_size=25),
+       rate=st.floats(0.0, 3000.0))
+def test_slice_factor_reads_a_slice_of_known_costs_at_the_suites_rate(
+        a: float, b: float, files: list[tuple[float, int]], rate: float) -> None:
+    """The fit that production reads a calibration with (``costs.slice_factor``): on files
+    that cost exactly ``a * serial + b * tests`` it gives back ``a + b * rate``, the rate held
+    within the slice's own; read at the slice's own rate it is the time-weighted figure."""
+    from suitefit.costs import slice_factor
+
+    triples = [(a * s + b * k, s, float(k)) for s, k in files]
+    kept = [(t, s, k) for t, s, k in triples if 1 / 3 <= t / s <= 3]
+    assume(len(kept) >= 3)
+    rates = [k / s for _, s, k in kept]
+    ss, sk = sum(s for _, s, _ in kept), sum(k for *_, k in kept)
+    own = sk / ss
+    f = slice_factor(triples, rate)
+    assert f is not None
+    assert slice_factor(triples, own) == pytest.approx(sum(t for t, *_ in kept) / ss, rel=1e-6)
+    spread = max(rates) - min(rates) > 1e-3 * max(rates)
+    if spread and b > 1e-5:
+        assert f == pytest.approx(a + b * min(max(rate, min(rates)), max(rates)), rel=1e-6, abs=1e-9)
 
 
 def test_a_calibrations_first_uses_are_left_out_of_its_contention_not_an_even_slowdown(tmp_path: Path) -> None:
