@@ -617,7 +617,7 @@ def slice_factor(triples: Sequence[tuple[float, float, float]], suite_rate: floa
     Where no positive per-test cost fits (files of one rate), the time-weighted figure; the
     files kept are ``slowdown_factor``'s.
     """
-    kept = [(t, s, k) for t, s, k in triples if s >= 0.05 and 1 / 3 <= t / s <= 3]
+    kept = [(t, s, k) for t, s, k in triples if _readable(t, s)]
     if len(kept) < 3:
         return None
     ss = sum(s for _, s, _ in kept)
@@ -642,10 +642,16 @@ def slowdown_factor(pairs: Sequence[tuple[float, float]]) -> float | None:
     time) pairs: time-weighted (the sum of one over the sum of the other), files with a
     reference under 0.05 s or more than 3x off it left out (a hang, a cache the serial run had
     warm); None with fewer than 3 files left."""
-    kept = [(t, s) for t, s in pairs if s >= 0.05 and 1 / 3 <= t / s <= 3]
+    kept = [(t, s) for t, s in pairs if _readable(t, s)]
     if len(kept) < 3:
         return None
     return sum(t for t, _ in kept) / sum(s for _, s in kept)
+
+
+def _readable(t: float, s: float) -> bool:
+    """Whether a file's time ``t`` against its serial time ``s`` says anything of contention:
+    ``s`` of 0.05 s or more, and ``t`` no more than 3x off it either way."""
+    return s >= 0.05 and 1 / 3 <= t / s <= 3
 
 
 def _process_peaks(history: History, run_ids: Sequence[int]) -> dict[str, float]:
