@@ -343,11 +343,13 @@ def test_a_16_cpu_plan_from_a_2_cpu_history_holds_its_contention_and_says_so() -
     costs = replace(_costs(files), slowdown={2: 1.48})
     sixteen = make_plan(costs, Budget(64000, 16))
     assert sixteen.workers == 16
-    # the controller's start, then a worker's (slowed as much), then a lane of 10 files
-    assert sixteen.predicted_wall_s == pytest.approx(1.0 + 1.48 + 10 * 282 / 151 * 1.48, rel=1e-6)
+    # the controller's start, then a worker's (slowed as much), then a lane of 10 files, less
+    # what the tails of the last files moved to workers with 9 save: no less than an even lane
+    start = 1.0 + 1.48
+    assert start + 282 * 1.48 / 16 <= sixteen.predicted_wall_s <= start + 10 * 282 / 151 * 1.48 + 1e-6
     line = next(r for r in sixteen.reasons if r.startswith("contention: measured up to 2 busy workers"))
     assert "x1.48" in line and "16 busy CPUs" in line
     # where it was measured, nothing is held and nothing said
     two = make_plan(costs, Budget(64000, 2))
-    assert two.predicted_wall_s == pytest.approx(1.0 + 1.48 + 76 * 282 / 151 * 1.48, rel=1e-6)
+    assert start + 282 * 1.48 / 2 <= two.predicted_wall_s <= start + 76 * 282 / 151 * 1.48 + 1e-6
     assert not any(r.startswith("contention:") for r in two.reasons)

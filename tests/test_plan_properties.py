@@ -93,7 +93,9 @@ def test_plan_invariants(data: st.DataObject) -> None:
     assert declared == [f"group:{n}" for n in costs.declared_groups]
     # every unit runs once somewhere, on one of the plan's workers
     ran = Counter(n for us in plan.placement.values() for n in us)
-    assert set(ran) == set(by) and set(ran.values()) <= {1}
+    pieces = {n for n in ran if ":tail" in n}  # a file's tail the prediction moved at the end
+    assert set(ran) - pieces == set(by) and set(ran.values()) <= {1}
+    assert all(by[n.split(":tail", 1)[0]].piece_setup_s is not None for n in pieces)
     assert len(plan.placement) == plan.workers
     if budget.workers is not None:
         assert plan.workers == budget.workers

@@ -215,7 +215,8 @@ class Budget:
 
 @dataclass(frozen=True)
 class Unit:
-    """Files that go to one worker together, in this order; never split."""
+    """Files that go to one worker together, in this order. A group is never split; a plain
+    file's tail may move to a free worker at the run's end (``piece_setup_s``)."""
 
     name: str
     files: tuple[str, ...]
@@ -229,6 +230,11 @@ class Unit:
     # a chunk's slice as fractions of its file's collected tests, cut where the history puts
     # equal shares of the file's time; None: the k-th of n slices of equal count
     span: tuple[float, float] | None = None
+    # None: never split at run time (a group, a fixture's users, tests given back); else a
+    # plain file (or a chunk of one) whose tail may move to a free worker, paying this much
+    # again there (its module/class fixtures' setup, as measured)
+    piece_setup_s: float | None = None
+    tests: int = 0  # its tests, as the history counted them (0: not known)
 
 
 @dataclass(frozen=True)
@@ -290,6 +296,8 @@ class Plan:
                 chunk=(int(u["chunk"][0]), int(u["chunk"][1])) if u.get("chunk") else None,
                 kept_mb=float(u.get("kept_mb", 0.0)),
                 span=(float(u["span"][0]), float(u["span"][1])) if u.get("span") else None,
+                piece_setup_s=None if u.get("piece_setup_s") is None else float(u["piece_setup_s"]),
+                tests=int(u.get("tests", 0)),
             )
             for u in d["units"]
         )

@@ -17,13 +17,23 @@ import contextlib
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from suitefit import timing
 from suitefit.measure.journal import Journal
 from suitefit.model import Plan, Unit
-from suitefit.plan.core import Core, Decision, Release, Send, Shutdown, Wait, chunk_of
+from suitefit.plan.core import (
+    Core,
+    Decision,
+    Release,
+    Send,
+    Shutdown,
+    Split,
+    Wait,
+    chunk_of,
+    piece_of,
+)
 
 EXIT_WAIT_S = 10.0  # a worker ended early has this long to finish its session's end and exit
 LiveMemory = Callable[[], tuple[float, dict[str, float]]]  # (tree MiB, worker id -> its tree MiB)
@@ -75,6 +85,7 @@ class SuitefitScheduling:
         self._scheduled = False
         self.stopping = False  # a worker died and restarts are off: withdraw queued work
         self._closing: set[str] = set()  # workers xdist is ending on its own (told to the core)
+        self._splits: dict[Any, tuple[Split, list[int]]] = {}  # node -> the tail asked of it
 
     def _now(self) -> float:
         return timing.monotonic() - self._t0
@@ -167,13 +178,17 @@ class SuitefitScheduling:
         self._ask_all()
 
     def remove_pending_tests_from_node(self, node: Any, indices: Sequence[int]) -> None:
-        """The worker gave back tests we asked for (only when the run is being stopped)."""
+        """The worker gave back tests we asked for: a unit's tail for another worker (a
+        ``Split``), or what it queued when the run is being stopped."""
         pending = self.node2pending.get(node, [])
         for i in indices:
             if i in pending:
                 pending.remove(i)
         for a in self.node2units.get(node, ()):
             a.left -= set(indices)
+        if node in self._splits:
+            self._split_answered(node, list(indices))
+            return
         if self.stopping and not indices:
             # The worker had moved on before the steal arrived (it gives back all or
             # nothing): ask again for what is still queued behind its current test.
@@ -190,6 +205,7 @@ class SuitefitScheduling:
     def remove_node(self, node: Any) -> str | None:
         if node in self._shutdown and self.core.pending:
             self._end_process(node)
+        asked = self._splits.pop(node, None)
         pending = self.node2pending.pop(node)
         units = self.node2units.pop(node)
         self.node2collection.pop(node, None)
@@ -199,6 +215,8 @@ class SuitefitScheduling:
         again = {u.name for u in self.core.worker_down(wid)}  # none when the run is stopping
         if self.journal is not None:
             self.journal.done(wid)
+        if asked is not None:  # it died before it answered: its unit goes back whole below
+            self._answer_thief(asked[0], self.core.split_done(asked[0], False, self._now()))
         if not pending:
             self._ask_waiting()
             return None
@@ -266,6 +284,8 @@ class SuitefitScheduling:
             if self.core.pending and self.plan.admit_mb:
                 self.core.sample(*self.live())
             holding = len(self.node2pending[node]) == 1
+            if not self.core.pending:  # the tail: what a split decides on is how far units are
+                self._tell_progress()
             sent = self._apply(node, self.core.want(node.gateway.id, self._now(), holding=holding))
             if not sent:
                 return
@@ -300,6 +320,8 @@ class SuitefitScheduling:
                 self._note_running(target)  # its held test now runs
             elif isinstance(d, Wait):
                 self.on_decision("wait", wid, d.unit, d.reason)
+            elif isinstance(d, Split):
+                self._steal_tail(d)
         for d in decisions:
             # another worker given a unit of one test holds it: it needs its next answer too
             other = self._by_id.get(d.worker)
@@ -307,6 +329,59 @@ class SuitefitScheduling:
                     and len(self.node2pending.get(other, ())) < 2:
                 self._ask(other)
         return sent
+
+    def _tell_progress(self) -> None:
+        now = self._now()
+        for node, units in self.node2units.items():
+            if units and units[-1].started:
+                a = units[-1]
+                self.core.progress(node.gateway.id, a.unit.name, len(a.indices) - len(a.left), len(a.left), now)
+
+    def _steal_tail(self, d: Split) -> None:
+        """Ask ``d.source`` for the last tests of ``d.unit`` that it has not started (xdist's
+        steal: the worker gives back all of them or none, and answers ``unscheduled``)."""
+        src = self._by_id.get(d.source)
+        a = next((a for a in self.node2units.get(src, ()) if a.unit.name == d.unit), None)
+        behind = set(self.node2pending.get(src, [])[2:])  # it runs one and holds the next
+        tail = [i for i in a.indices if i in a.left and i in behind] if a is not None else []
+        take = tail[-d.piece.tests:] if d.piece.tests > 0 else []
+        if src is None or not take or self.stopping:
+            self._answer_thief(d, self.core.split_done(d, False, self._now()))
+            return
+        self.on_decision("split", d.worker, d.unit, d.reason)
+        self._splits[src] = (d, take)
+        src.send_steal(take)
+
+    def _split_answered(self, node: Any, given: list[int]) -> None:
+        d, _ = self._splits.pop(node)
+        now = self._now()
+        if given and not self.stopping:
+            piece = piece_of(d, len(given))
+            self._explicit[piece.name] = sorted(given)
+            gone = set(given)
+            for a in self.node2units.get(node, ()):
+                if a.unit.name == d.unit:  # they are the piece's now
+                    a.indices = [i for i in a.indices if i not in gone]
+            decisions = self.core.split_done(replace(d, piece=piece), True, now)
+        else:  # it had started them (or the run is stopping: nothing new runs)
+            decisions = self.core.split_done(d, False, now)
+        units = self.node2units.get(node, deque())
+        for a in list(units):
+            if a.unit.name == d.unit and not a.left:  # what it kept is done already
+                units.remove(a)
+                self.core.done(node.gateway.id, a.unit.name, now)
+                self.on_decision("done", node.gateway.id, a.unit.name, "")
+        self._answer_thief(d, decisions)
+        self._ask(node)
+
+    def _answer_thief(self, d: Split, decisions: list[Decision]) -> None:
+        thief = self._by_id.get(d.worker)
+        if thief is None:
+            self._ask_waiting()
+            return
+        self._apply(thief, decisions)
+        self._ask(thief)
+        self._ask_waiting()
 
     def _note_closing(self) -> None:
         """Tell the core of nodes xdist is shutting down itself (restarts off after a death,

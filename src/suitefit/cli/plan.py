@@ -30,10 +30,16 @@ def _print_plan(console: Any, plan: Plan, show_all: bool) -> None:
     for col in ("#", "unit", "files", "predicted", "peak", "worker"):
         table.add_column(col, justify="left" if col in ("unit", "worker") else "right")
     where = {u: w for w, us in plan.placement.items() for u in us}
+    tails: dict[str, set[str]] = {}  # a unit's tail that the prediction moved at the end
+    for w, us in plan.placement.items():
+        for name in us:
+            if ":tail" in name:
+                tails.setdefault(name.split(":tail", 1)[0], set()).add(w)
     units = plan.units if show_all else plan.units[:SHOWN_UNITS]
     for i, u in enumerate(units, 1):
+        moved = f" (tail: {', '.join(sorted(tails[u.name]))})" if u.name in tails else ""
         table.add_row(str(i), u.name, str(len(u.files)), fmt_s(u.wall_s), fmt_mb(u.peak_mb),
-                      where.get(u.name, "-"))
+                      where.get(u.name, "-") + moved)
     console.print(table)
     if len(units) < len(plan.units):
         console.print(f"  ... {len(plan.units) - len(units)} more units (--all shows them)")

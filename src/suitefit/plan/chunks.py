@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from itertools import pairwise
 
-from suitefit.model import FileCost, FixtureCost, Unit
+from suitefit.model import FileCost, FixtureCost, GroupingRules, Unit
 from suitefit.plan.core import even_cuts
+from suitefit.plan.grouping import expensive_why
 from suitefit.units import fmt_s
 
 PAYS_FRACTION = 0.02  # as for an extra worker: a saving below this is noise
@@ -29,6 +31,52 @@ REPEATED_SCOPES = ("module", "class")
 def repeated_setup_s(path: str, fixtures: Sequence[FixtureCost]) -> float:
     """What a chunk of ``path`` pays again: its module/class fixtures' setup."""
     return sum(f.setup_s for f in fixtures if f.scope in REPEATED_SCOPES and path in f.files)
+
+
+def plain(u: Unit) -> bool:
+    """A plain file's unit: not a group's part (a pool's users, a declared or learned group),
+    which stays whole, or its fixture would start again on every worker a piece went to."""
+    return len(u.files) == 1 and u.chunk is None and u.name == u.files[0]
+
+
+# a worker keeps the test it runs and the one it holds next: a piece needs one more
+MIN_TESTS = 3
+
+
+class Divisible:
+    """Which units' tails may move to another worker at the run's end, and what a piece pays
+    again there (``Unit.piece_setup_s``): a plain file or a chunk of one that uses no
+    expensive session fixture (that one would start again, processes and memory, where the
+    piece went); the piece pays the file's module/class fixtures' setup and its session
+    fixtures'. Read from the fixtures once: the planner asks for every unit at every
+    worker count it tries."""
+
+    def __init__(self, fixtures: Sequence[FixtureCost], rules: GroupingRules) -> None:
+        self._again: dict[str, float] = {}
+        for f in fixtures:
+            if f.scope in REPEATED_SCOPES:
+                for path in dict.fromkeys(f.files):
+                    self._again[path] = self._again.get(path, 0.0) + f.setup_s
+        self._setup = {f.name: f.setup_s for f in fixtures}
+        self._expensive = {f.name for f in fixtures if expensive_why(f, rules)}
+        # unit id -> (the unit, its answer): the single-file units are the same objects at
+        # every worker count, and a dataclass copy of each every time was a fifth of planning
+        self._seen: dict[int, tuple[Unit, Unit]] = {}
+
+    def __call__(self, u: Unit) -> Unit:
+        got = self._seen.get(id(u))
+        if got is not None and got[0] is u:
+            return got[1]
+        out = self._divisible(u)
+        self._seen[id(u)] = (u, out)
+        return out
+
+    def _divisible(self, u: Unit) -> Unit:
+        if (len(u.files) != 1 or not (u.chunk is not None or u.name == u.files[0]) or u.tests < MIN_TESTS
+                or u.piece_setup_s is not None or any(f in self._expensive for f in u.fixtures)):
+            return u
+        again = self._again.get(u.files[0], 0.0) + sum(self._setup.get(f, 0.0) for f in u.fixtures)
+        return replace(u, piece_setup_s=again)
 
 
 def split_long_files(units: Sequence[Unit], file_costs: Mapping[str, FileCost],
@@ -45,10 +93,7 @@ def split_long_files(units: Sequence[Unit], file_costs: Mapping[str, FileCost],
     out: list[Unit] = []
     reasons: list[str] = []
     for u in units:
-        # a plain file only: a group's part (a pool's users, a declared group) stays whole, or
-        # its fixture would start again on every worker a chunk went to
-        plain = len(u.files) == 1 and u.chunk is None and u.name == u.files[0]
-        fc = file_costs.get(u.files[0]) if plain else None
+        fc = file_costs.get(u.files[0]) if plain(u) else None
         if fc is None or fc.tests < 2 or u.wall_s <= lane_s:
             out.append(u)
             continue
@@ -68,7 +113,7 @@ def split_long_files(units: Sequence[Unit], file_costs: Mapping[str, FileCost],
                 name=f"{u.name}[{k}/{m}]", files=u.files, wall_s=t + (setup if k > 1 else 0.0),
                 peak_mb=u.peak_mb, fixtures=u.fixtures, chunk=(k, m), kept_mb=u.kept_mb / m,
                 last_s=u.last_s if k == m else min(t / max(1, hi - lo), t),
-                span=(lo / fc.tests, hi / fc.tests) if sliced else None,
+                span=(lo / fc.tests, hi / fc.tests) if sliced else None, tests=hi - lo,
                 reason=(f"chunk {k}/{m} of {fc.path} ({fc.tests} tests, {fmt_s(u.wall_s)}): longer "
                         f"than the ideal lane {fmt_s(lane_s)}; tests {lo + 1}-{hi}, {fmt_s(t)}"
                         + (" (cut to fill the ideal lane" if fill else " (cut at equal shares")

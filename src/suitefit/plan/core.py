@@ -62,6 +62,9 @@ from suitefit.units import fmt_mb, fmt_s
 
 DEFAULT_WALL_S = 1.0
 DEFAULT_PEAK_MB = 50.0
+# A tail moves to a free worker only if that ends its unit this much sooner: below it, the
+# round trip (the thief's held test waits for the steal's answer) and noise eat the gain
+MIN_SPLIT_S = 0.02
 
 
 def chunk_of(indices: list[int], chunk: tuple[int, int] | None,
@@ -127,14 +130,41 @@ class Shutdown:
     reason: str
 
 
-Decision = Send | Wait | Release | Shutdown
+@dataclass(frozen=True)
+class Split:
+    """Move the tail of ``unit`` (the last on ``source``'s queue) to ``worker``, which asked
+    and found nothing pending: about ``share`` of the unit's remaining time, as ``piece``.
+    The runner takes back that share of its tests that have not started (xdist: a steal,
+    which the worker grants whole or not at all) and says which with ``Core.split_done``."""
+
+    worker: str
+    source: str
+    unit: str
+    share: float
+    piece: Unit
+    reason: str
+
+
+Decision = Send | Wait | Release | Shutdown | Split
+
+
+def piece_of(split: Split, tests: int) -> Unit:
+    """``split``'s piece as the runner took it: ``tests`` tests, not the number asked, at the
+    same time a test (its setup paid once)."""
+    p = split.piece
+    if tests == p.tests or p.tests <= 0:
+        return p
+    again = p.piece_setup_s or 0.0
+    return replace(p, tests=tests, wall_s=again + max(0.0, p.wall_s - again) * tests / p.tests,
+                   reason=f"the last {tests} test(s) of {split.unit}, moved from {split.source}")
 
 
 # -- state --------------------------------------------------------------------------------
 
 
 class _Slot:
-    __slots__ = ("end", "fx", "least", "own", "pos", "release", "start", "taken", "unit")
+    __slots__ = ("end", "fx", "least", "nosplit", "own", "pos", "release", "seen", "splitting", "start",
+                 "taken", "unit")
 
     def __init__(self, unit: Unit, fx_mb: Mapping[str, float], pos: int) -> None:
         self.unit = unit
@@ -147,12 +177,15 @@ class _Slot:
         self.release: set[str] = set()
         self.start: float | None = None
         self.end = 0.0  # predicted end (set when queued, corrected when it starts)
+        self.splitting = False  # a Split of its tail is out (``Core.split_done`` answers it)
+        self.nosplit = False  # the runner could not take its tail once: not asked again
+        self.seen: tuple[int, int, float] | None = None  # (tests done, tests left, when): ``progress``
 
 
 class _Worker:
     __slots__ = ("base", "closing", "draining", "freeable", "freeable_key", "freeable_mb", "held", "holding",
-                 "kept", "kept_after", "kept_end", "name", "peak", "queue", "resident", "steps_peak", "version",
-                 "visible", "wait_reason", "waiting")
+                 "kept", "kept_after", "kept_end", "name", "peak", "queue", "resident", "splitting", "steps_peak",
+                 "version", "visible", "wait_reason", "waiting")
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -180,6 +213,7 @@ class _Worker:
         self.holding = False  # its last test waits for a next unit (xdist)
         self.draining = False  # shut down: runs what it holds, takes nothing more
         self.closing = False  # the runner ends it on its own: nothing is decided for it any more
+        self.splitting: Split | None = None  # asked, and waits for this tail to be taken
 
 
 class _MinTree:
@@ -291,6 +325,7 @@ class Core:
         self._blocked: _Slot | None = None  # the first unit in order waiting for memory
         self._backfill: dict[str, float] = {}  # units started beside it -> own memory
         self._stopped = False
+        self._pieces = 0  # tails split off so far (their names)
         walls = [u.wall_s for u in units if len(u.files) == 1]
         peaks = [u.peak_mb for u in units if len(u.files) == 1]
         self.default_wall_s = median(walls) if walls else DEFAULT_WALL_S
@@ -528,11 +563,16 @@ class Core:
         """
         self.worker_up(name)
         w = self._workers[name]
-        if w.closing:
+        if w.closing or w.splitting is not None:
             return []
         w.holding = holding
         if self._pending == 0:
             w.waiting = False
+            split = None if self._stopped else self._split_for(w, now)
+            if split is not None:
+                w.splitting = split
+                self._mark(w)
+                return self._emit(now, [split])
             self._mark(w)
             return self._emit(now, [Shutdown(name, "stopped: a worker died" if self._stopped
                                              else "nothing left to run")])
@@ -559,6 +599,107 @@ class Core:
         self._mark(w)
         head = self._head_slot()
         return self._emit(now, [*out, Wait(name, head.unit.name if head else "", reason)])
+
+    def progress(self, name: str, unit: str, done: int, left: int, now: float) -> None:
+        """How far ``name`` is through ``unit`` (its tests done and left, the one running
+        counted as left): where the run differs from the plan, a split is decided on this,
+        not on the prediction (a file the history has at 1 s may be running its 30th)."""
+        w = self._workers.get(name)
+        s = next((s for s in w.queue if s.unit.name == unit), None) if w is not None else None
+        if s is not None:
+            s.seen = (done, left, now)
+
+    def split_done(self, split: Split, taken: bool, now: float) -> list[Decision]:
+        """The runner's answer to ``split``: ``taken`` if the tail moved (it is ``split.piece``
+        now, pending first), else the unit stays whole where it is and is not split again.
+        Returns the decisions for the worker that asked, as ``want`` would."""
+        src = self._workers.get(split.source)
+        slot = next((s for s in src.queue if s.unit.name == split.unit), None) if src else None
+        if slot is not None:
+            slot.splitting = False
+            if taken:  # it and what is queued behind it end that much sooner
+                moved = max(0.0, split.piece.wall_s - (split.piece.piece_setup_s or 0.0))
+                slot.unit = replace(slot.unit, wall_s=max(0.0, slot.unit.wall_s - moved),
+                                    tests=max(0, slot.unit.tests - split.piece.tests))
+                assert src is not None
+                for s in src.queue[src.queue.index(slot):]:
+                    s.end -= moved * self.slow
+            else:
+                slot.nosplit = True
+        if taken:
+            self.requeue(split.piece)
+        w = self._workers.get(split.worker)
+        if w is None or w.splitting is None or (w.splitting.source, w.splitting.unit) != (split.source, split.unit):
+            return []
+        w.splitting = None
+        if w.closing:
+            return []
+        return self.want(split.worker, now, holding=w.holding)
+
+    def _split_for(self, w: _Worker, now: float) -> Split | None:
+        """With nothing pending, the tail of a unit another worker will still run for long:
+        the split that ends the run soonest, of whole tests at the unit's mean test time,
+        cut so that both end together (this worker once it is free, the piece's setup paid
+        again). None when no split gains ``MIN_SPLIT_S``. Only a plain file's unit
+        (``Unit.piece_setup_s``), with no fixture released after it, that is the last on
+        its worker's queue; the test that worker runs and the one it holds next stay."""
+        if len(self._workers) < 2:
+            return None
+        free = self._free_at(w, now) if w.queue else now
+        best: tuple[float, int, float, _Worker, _Slot, float] | None = None
+        for o in self._workers.values():
+            if o is w or o.draining or o.closing or not o.queue:
+                continue
+            s = o.queue[-1]
+            u = s.unit
+            if (u.piece_setup_s is None or s.splitting or s.nosplit or s.release
+                    or (s.seen is None and u.tests < 3) or (o.holding and len(o.queue) == 1)):
+                continue
+            end, each, n_left = self._tail_of(o, s, now)
+            if each <= 1e-9 or n_left < 3:
+                continue
+            again = u.piece_setup_s * self.slow
+            even = (end - free - again) / 2 / each
+            for k in {math.floor(even), math.ceil(even)}:
+                k = min(k, n_left - 2)  # the test it runs and the one it holds next stay
+                if k < 1:
+                    continue
+                gain = end - max(end - k * each, free + again + k * each)
+                if gain >= MIN_SPLIT_S and (best is None or gain > best[0]):
+                    best = (gain, k, end - now, o, s, each)
+        if best is None:
+            return None
+        gain, k, left, o, s, each = best
+        u = s.unit
+        self._pieces += 1
+        piece = Unit(name=f"{u.name}:tail{self._pieces}", files=u.files,
+                     wall_s=k * each / self.slow + (u.piece_setup_s or 0.0), peak_mb=u.peak_mb,
+                     reason=f"the last {k} test(s) of {u.name}, moved from {o.name}", last_s=u.last_s,
+                     piece_setup_s=u.piece_setup_s, tests=k)
+        if not self._fits(w, _Slot(piece, self._fx_mb, -1))[0]:
+            self._pieces -= 1
+            return None
+        s.splitting = True
+        share = min(1.0, k * each / max(left, 1e-9))
+        return Split(w.name, o.name, u.name, share, piece,
+                     f"nothing pending; {u.name} runs ~{fmt_s(left)} more on {o.name}: its last "
+                     f"{k} test(s) move here, the run ends ~{fmt_s(gain)} sooner")
+
+    def _tail_of(self, o: _Worker, s: _Slot, now: float) -> tuple[float, float, int]:
+        """When ``s`` (last on ``o``'s queue) ends, a test's time in it, and its tests left:
+        from the runner's ``progress`` once it has done a test (it may be running long),
+        else the prediction (the simulation's, and a run's until then)."""
+        u = s.unit
+        if s.seen is not None and s.start is not None and s.seen[0] >= 1:
+            done, left, _ = s.seen
+            each = max(now - s.start, 1e-9) / done  # the running test's time so far counts
+            return now + left * each, each, left
+        each = u.wall_s * self.slow / u.tests
+        if each <= 0:  # nothing to gain: a unit of no time
+            return s.end, 0.0, 0
+        if s.start is not None:
+            return s.end, each, min(u.tests, math.ceil(max(0.0, s.end - now) / each - 1e-9))
+        return s.end, each, u.tests
 
     def _emit(self, now: float, ds: list[Decision]) -> list[Decision]:
         if self.log is not None:

@@ -134,9 +134,11 @@ def make_unit(name: str, files: Sequence[str], file_costs: Mapping[str, FileCost
     wall = 0.0
     own_peak = 0.0
     kept = 0.0
+    tests = 0
     for f in files:
         fc = file_costs[f]
         wall += fc.wall_s
+        tests += fc.tests
         kept += fc.kept_mb
         own_peak = max(own_peak, fc.peak_mb)
         fx_names.update(n for n in fc.fixtures if n in fixtures)
@@ -145,7 +147,7 @@ def make_unit(name: str, files: Sequence[str], file_costs: Mapping[str, FileCost
     peak = own_peak + sum(fixtures[n].mb for n in names)
     last = file_costs[files[-1]] if files else None
     return Unit(name=name, files=tuple(files), wall_s=wall, peak_mb=peak, fixtures=names,
-                reason=reason, last_s=_last_test_s(last) if last else 0.0, kept_mb=kept)
+                reason=reason, last_s=_last_test_s(last) if last else 0.0, kept_mb=kept, tests=tests)
 
 
 def _last_test_s(fc: FileCost) -> float:

@@ -23,8 +23,8 @@ from suitefit.model import (
     Unit,
     release_verdict,
 )
-from suitefit.plan.chunks import split_long_files
-from suitefit.plan.core import Shutdown
+from suitefit.plan.chunks import Divisible, split_long_files
+from suitefit.plan.core import Shutdown, Split
 from suitefit.plan.grouping import (
     DEFAULT_RULES,
     PERSISTENT_SCOPES,
@@ -261,11 +261,14 @@ def _plan_one(costs: CostModel, budget: Budget, rules: GroupingRules,
             return 0.0
         return head_for(w) + per_test * n_tests + overhead_for(w)[0]
 
+    divisible = Divisible(costs.fixtures, rules)
+
     def evaluate(w: int, best_wall_s: float | None = None, split: bool = True,
                  spread_mb: float | None = None) -> Candidate:
         units, greasons = build_units(groups, fcs, fixtures, workers=w, lane_s=total / w,
                                       singles=singles, split=split)
         chunked, creasons = split_long_files(units, fcs, costs.fixtures, workers=w, lane_s=total / w)
+        chunked = [divisible(u) for u in chunked]
         cand = simulated(w, chunked, [*greasons, *creasons], best_wall_s, spread_mb)
         if creasons:
             # equal chunks can leave a lane short where chunks that fill the ideal lane, the
@@ -273,6 +276,7 @@ def _plan_one(costs: CostModel, budget: Budget, rules: GroupingRules,
             # workers: 68 + 68 against 76, or 106 against 76 + 30): the simulation decides
             filled, freasons = split_long_files(units, fcs, costs.fixtures, workers=w, lane_s=total / w,
                                                 fill=True)
+            filled = [divisible(u) for u in filled]
             if filled != chunked:
                 other = simulated(w, filled, [*greasons, *freasons], best_wall_s, spread_mb)
                 if other.sim.complete and other.sim.fits >= cand.sim.fits and (
@@ -415,6 +419,11 @@ def _plan_one(costs: CostModel, budget: Budget, rules: GroupingRules,
             reasons.append(f"at ~{fmt_s(d.t)}: {d.decision.worker} {d.decision.reason}")
     for r in sim.releases:
         reasons.append(f"release {r.fixture} on {r.worker} after {r.after}: {r.reason}")
+    for d in sim.log:
+        if isinstance(d.decision, Split):
+            reasons.append(f"at ~{fmt_s(d.t)}: {d.decision.worker} takes the tail of {d.decision.unit} "
+                           f"from {d.decision.source}: {d.decision.reason}; the run decides it again "
+                           f"on what it finds then")
     reasons.append(f"order: {len(chosen.units)} units, longest predicted first"
                    + ("; declared groups keep their declared order" if declared_names else ""))
     return Plan(

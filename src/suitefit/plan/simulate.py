@@ -15,10 +15,20 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from suitefit.model import FAULT_MIN_MB, Plan, Unit
-from suitefit.plan.core import Core, Decision, Logged, Release, Send, Shutdown, Wait
+from suitefit.plan.core import (
+    Core,
+    Decision,
+    Logged,
+    Release,
+    Send,
+    Shutdown,
+    Split,
+    Wait,
+    piece_of,
+)
 
 
 @dataclass(frozen=True)
@@ -51,6 +61,8 @@ def worker_names(n: int) -> list[str]:
 class _W:
     unit: Unit | None = None  # running (or holding its last test)
     start: float = 0.0
+    end: float = 0.0  # when the running unit's last test ends
+    ask_seq: int = -1  # its pending "ask" event (dropped when a split moves its end)
     last: float = 0.0  # duration of its last test
     next: Unit | None = None
     held: bool = False  # at its last test, waiting for an answer
@@ -104,10 +116,13 @@ def simulate(plan: Plan, *, startup_s: float, baseline_mb: float, budget_mb: flo
     peak = core.running_mb  # the simulated tree's peak; admission's bound is predicted_mb
     end_t = t
 
-    def push(at: float, kind: str, w: str) -> None:
+    stale: set[int] = set()  # events a split made obsolete
+
+    def push(at: float, kind: str, w: str) -> int:
         nonlocal seq
         heapq.heappush(events, (at, seq, kind, w))
         seq += 1
+        return seq - 1
 
     def faulting(w: str, u: Unit, now: float) -> float:
         """How long ``u`` waits for the page faults of units started before it: a unit that
@@ -133,11 +148,33 @@ def simulate(plan: Plan, *, startup_s: float, baseline_mb: float, budget_mb: flo
         peak = max(peak, core.running_mb)
         saved = sum(setup.get(f, 0.0) for f in u.fixtures if f in st.resident)
         dur = max(0.0, u.wall_s - saved) * slow + faulting(w, u, now)
-        st.unit, st.start, st.held = u, now, False
+        st.unit, st.start, st.held, st.end = u, now, False, now + dur
         st.last = min(max(u.last_s, 0.0) * slow, dur)
         st.resident.update(f for f in u.fixtures if f in setup)
         spans[u.name] = (w, now, now + dur)
-        push(now + dur - st.last, "ask", w)
+        st.ask_seq = push(now + dur - st.last, "ask", w)
+
+    def split(d: Split, now: float) -> list[Decision]:
+        """The tail moves at once (the run's steal takes a round trip): the source's unit, or
+        the one queued behind it, ends that much sooner; the core queues the piece."""
+        src = ws.get(d.source)
+        setup_s = d.piece.piece_setup_s or 0.0
+        asked = max(0.0, d.piece.wall_s - setup_s) * slow
+        moved = 0.0
+        if src is not None and src.unit is not None and src.unit.name == d.unit and not src.held:
+            moved = min(asked, max(0.0, src.end - src.last - now))
+            if moved > 0:
+                stale.add(src.ask_seq)
+                src.end -= moved
+                spans[d.unit] = (d.source, src.start, src.end)
+                src.ask_seq = push(src.end - src.last, "ask", d.source)
+        elif src is not None and src.next is not None and src.next.name == d.unit:
+            moved = min(asked, src.next.wall_s * slow)
+            src.next = replace(src.next, wall_s=src.next.wall_s - moved / slow)
+        if 0 < moved < asked - 1e-12:  # the source was further on than the core knew
+            tests = max(1, round(d.piece.tests * moved / asked)) if d.piece.tests else 0
+            d = replace(d, piece=replace(piece_of(d, tests), wall_s=moved / slow + setup_s))
+        return core.split_done(d, moved > 0, now)
 
     def apply(ds: list[Decision], now: float) -> set[str]:
         """Carry out decisions (each names its worker); returns the workers that got an answer."""
@@ -158,6 +195,8 @@ def simulate(plan: Plan, *, startup_s: float, baseline_mb: float, budget_mb: flo
             elif isinstance(d, Shutdown):
                 decided.add(d.worker)
                 st.down = True
+            elif isinstance(d, Split):
+                decided |= apply(split(d, now), now)
         for w in decided:
             st = ws[w]
             if w in waiting:
@@ -194,7 +233,9 @@ def simulate(plan: Plan, *, startup_s: float, baseline_mb: float, budget_mb: flo
         if (stop_on_warning and core.stats.warnings) or (give_up_after_s is not None and t > give_up_after_s):
             return _result(n, float("inf") if core.stats.warnings else t, peak, placement, spans,
                            core, releases, sent, fault_waits, complete=False)
-        t, _, kind, w = heapq.heappop(events)
+        t, n_, kind, w = heapq.heappop(events)
+        if n_ in stale:
+            continue
         st = ws[w]
         if kind == "down":
             core.worker_down(w)
@@ -254,4 +295,6 @@ def describe(d: Decision) -> str:
         return f"{d.worker}: wait ({d.reason})"
     if isinstance(d, Release):
         return f"{d.worker}: release {d.fixture} after {d.after} ({d.reason})"
+    if isinstance(d, Split):
+        return f"{d.worker}: take the tail of {d.unit} from {d.source} as {d.piece.name} ({d.reason})"
     return f"{d.worker}: shutdown ({d.reason})"

@@ -473,7 +473,7 @@ table{border-collapse:collapse;margin:6px 0 10px;font-size:13px}th,td{padding:3p
 text-align:left;vertical-align:top}th{cursor:pointer;user-select:none;background:#f6f7fa;position:sticky;top:0}
 th.num,td.num{text-align:right;white-space:nowrap}td.mono{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:12px;word-break:break-all}
 th.asc::after{content:" ▲"}th.desc::after{content:" ▼"}
-svg.chart{font-size:11px;background:#fff}.decision{fill:#5a6270}.d-wait{fill:#d98a00}.d-release{fill:#2a9d4b}.d-shutdown{fill:#8b93a3}.d-over-budget{fill:#c0392b}.grid{stroke:#eef0f4}.axis{stroke:#8b93a3}.tick{fill:var(--mut)}
+svg.chart{font-size:11px;background:#fff}.decision{fill:#5a6270}.d-wait{fill:#d98a00}.d-release{fill:#2a9d4b}.d-shutdown{fill:#8b93a3}.d-over-budget{fill:#c0392b}.d-split{fill:#2b6cb0}.grid{stroke:#eef0f4}.axis{stroke:#8b93a3}.tick{fill:var(--mut)}
 polyline{fill:none;stroke-linejoin:round}.rss{stroke:var(--rss);stroke-width:1.5}.pss{stroke:var(--pss);stroke-width:1.2;
 stroke-dasharray:4 2}.procs{stroke:var(--procs);stroke-width:1}.rss.b{stroke:var(--b)}.pss.b{stroke:#c39bd3}
 .procs.b{stroke:#d7bde2}.budget{stroke:var(--budget);stroke-width:1.5;stroke-dasharray:6 3}.budget-t{fill:var(--budget)}

@@ -1,0 +1,270 @@
+"""A unit that runs long at the end moves its tail to a free worker (issue 12, item 5).
+
+The core decides (``Split``) on how far the unit really is (``Core.progress``), the
+simulation applies it at once, and the xdist adapter asks the worker for those tests back
+(a steal, granted whole or not at all). Groups and units with an expensive session fixture
+never split. The real run is watched in ``test_a_file_that_runs_long_in_the_run_*``.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from clihelp import suitefit
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from suitefit.history import History
+from suitefit.model import Budget, FixtureCost, Plan, Unit
+from suitefit.plan.core import Core, Send, Shutdown, Split
+from suitefit.plan.simulate import simulate
+from suitefit.xdist_sched import SuitefitScheduling
+
+
+def _file(name: str, wall: float, tests: int, **kw: object) -> Unit:
+    return Unit(name, (name,), wall, 10.0, piece_setup_s=kw.pop("again", 0.0), tests=tests,  # type: ignore[arg-type]
+                last_s=wall / tests, **kw)  # type: ignore[arg-type]
+
+
+def _plan(units: list[Unit], workers: int = 2, fixtures: tuple[FixtureCost, ...] = ()) -> Plan:
+    return Plan(workers=workers, units=tuple(units), budget=Budget(10_000, workers), predicted_wall_s=0,
+                predicted_peak_mb=0, reasons=(), fixtures=fixtures)
+
+
+# -- the core ------------------------------------------------------------------------------
+
+
+def test_a_free_worker_takes_the_tail_of_a_long_unit_when_nothing_is_pending() -> None:
+    core = Core([_file("t/test_long.py", 12.0, 12), _file("t/test_a.py", 2.0, 4)], budget_mb=None,
+                baseline_mb=0.0)
+    core.worker_up("gw0")
+    core.worker_up("gw1")
+    assert isinstance(core.want("gw0", 0.0)[0], Send)
+    core.started("gw0", "t/test_long.py", 0.0)
+    assert isinstance(core.want("gw1", 0.0)[0], Send)
+    core.started("gw1", "t/test_a.py", 0.0)
+    core.done("gw1", "t/test_a.py", 2.0)
+    (d,) = core.want("gw1", 2.0)
+    # 10 s of 1 s tests left on gw0: both end together at 7 s with 5 of them here
+    assert isinstance(d, Split) and (d.source, d.unit, d.piece.tests) == ("gw0", "t/test_long.py", 5)
+    assert d.piece.wall_s == pytest.approx(5.0) and "ends ~5.0 s sooner" in d.reason
+    assert core.want("gw1", 2.1) == []  # it waits for the runner's answer
+    (s,) = core.split_done(d, True, 2.1)
+    assert isinstance(s, Send) and s.worker == "gw1" and s.unit.name == d.piece.name
+    assert core._workers["gw0"].queue[0].end == pytest.approx(7.0)
+
+
+def test_a_split_follows_how_far_the_unit_really_is_not_the_plan() -> None:
+    # planned at 2 s, it has done 3 tests in 6 s and has 9 left: it runs long
+    core = Core([_file("t/test_slow.py", 2.0, 12), _file("t/test_a.py", 1.0, 4)], budget_mb=None,
+                baseline_mb=0.0)
+    for w in ("gw0", "gw1"):
+        core.worker_up(w)
+    core.want("gw0", 0.0)
+    core.started("gw0", "t/test_slow.py", 0.0)
+    core.want("gw1", 0.0)
+    core.started("gw1", "t/test_a.py", 0.0)
+    core.done("gw1", "t/test_a.py", 6.0)
+    assert isinstance(core.want("gw1", 6.0)[0], Shutdown)  # the plan says it ended at 2 s
+    core = Core([_file("t/test_slow.py", 2.0, 12), _file("t/test_a.py", 1.0, 4)], budget_mb=None,
+                baseline_mb=0.0)
+    for w in ("gw0", "gw1"):
+        core.worker_up(w)
+    core.want("gw0", 0.0)
+    core.started("gw0", "t/test_slow.py", 0.0)
+    core.want("gw1", 0.0)
+    core.started("gw1", "t/test_a.py", 0.0)
+    core.done("gw1", "t/test_a.py", 6.0)
+    core.progress("gw0", "t/test_slow.py", 3, 9, 6.0)
+    (d,) = core.want("gw1", 6.0)
+    assert isinstance(d, Split) and d.piece.tests == 4 and d.piece.wall_s == pytest.approx(8.0)
+
+
+@pytest.mark.parametrize("unit", [
+    Unit("group:pair", ("t/test_a.py", "t/test_b.py"), 12.0, 10.0, tests=12, last_s=1.0),  # a group
+    Unit("fixture:pool", ("t/test_p.py",), 12.0, 10.0, ("pool",), tests=12, last_s=1.0),  # a pool's users
+    Unit("t/test_p.py", ("t/test_p.py",), 12.0, 10.0, ("pool",), tests=12, last_s=1.0),  # no piece_setup_s
+])
+def test_groups_and_units_of_an_expensive_fixture_never_split(unit: Unit) -> None:
+    pool = FixtureCost("pool", "session", 2.0, procs=3, mb=500.0)
+    core = Core([unit, _file("t/test_c.py", 1.0, 4)], [pool], budget_mb=None, baseline_mb=0.0)
+    for w in ("gw0", "gw1"):
+        core.worker_up(w)
+    core.want("gw0", 0.0)
+    core.started("gw0", unit.name, 0.0)
+    core.want("gw1", 0.0)
+    core.done("gw1", "t/test_c.py", 1.0)
+    assert isinstance(core.want("gw1", 1.0)[0], Shutdown)
+
+
+def test_a_tail_the_runner_could_not_take_is_not_asked_for_again() -> None:
+    core = Core([_file("t/test_long.py", 12.0, 12), _file("t/test_a.py", 2.0, 4)], budget_mb=None,
+                baseline_mb=0.0)
+    for w in ("gw0", "gw1"):
+        core.worker_up(w)
+    core.want("gw0", 0.0)
+    core.started("gw0", "t/test_long.py", 0.0)
+    core.want("gw1", 0.0)
+    core.done("gw1", "t/test_a.py", 2.0)
+    (d,) = core.want("gw1", 2.0)
+    assert isinstance(d, Split)
+    (again,) = core.split_done(d, False, 2.0)
+    assert isinstance(again, Shutdown)
+    core.done("gw0", "t/test_long.py", 12.0)
+    assert core.finished
+
+
+# -- the simulation: the prediction makes the same split -----------------------------------
+
+
+def test_the_prediction_splits_a_long_last_unit_as_the_run_would() -> None:
+    units = [_file("t/test_a.py", 4.0, 4), _file("t/test_long.py", 6.0, 12), _file("t/test_b.py", 1.0, 4)]
+    units.sort(key=lambda u: -u.wall_s)
+    sim = simulate(_plan(units), startup_s=0.0, baseline_mb=0.0, budget_mb=None, slow=1.0, log=True)
+    splits = [x.decision for x in sim.log if isinstance(x.decision, Split)]
+    assert splits and splits[0].unit == "t/test_long.py"
+    # 11 s of work on 2 workers: 5.5 s at best, the whole file alone on one worker 6 s
+    assert sim.wall_s < 6.0
+    assert sum(1 for w in sim.placement.values() for n in w if n.startswith("t/test_long.py")) >= 2
+    # without tails that may move, it is the long pole
+    whole = [Unit(u.name, u.files, u.wall_s, u.peak_mb, tests=u.tests, last_s=u.last_s) for u in units]
+    assert simulate(_plan(whole), startup_s=0.0, baseline_mb=0.0, budget_mb=None, slow=1.0).wall_s \
+        == pytest.approx(6.0)
+
+
+# -- the real adapter, with stand-in xdist workers that grant steals as xdist's do --------
+
+
+class StealingNode:
+    """An xdist worker as the scheduler sees it: runs its first pending test once it knows
+    the next; a steal is answered later, whole if every test asked is still queued behind
+    the one it runs and the one it holds, else not at all (xdist 3.5+)."""
+
+    def __init__(self, wid: str) -> None:
+        self.gateway = SimpleNamespace(id=wid)
+        self.sent: list[int] = []
+        self.batches: list[list[int]] = []
+        self.down = False
+        self.steals: list[list[int]] = []
+
+    def send_runtest_some(self, indices: list[int]) -> None:
+        assert not self.down, "tests sent after shutdown"
+        self.sent.extend(indices)
+        self.batches.append(list(indices))
+
+    def shutdown(self) -> None:
+        self.down = True
+
+    def send_steal(self, indices: list[int]) -> None:
+        self.steals.append(list(indices))
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(2, 4), st.lists(st.tuples(st.floats(0.1, 20), st.integers(1, 15), st.booleans()),
+                                    min_size=1, max_size=10), st.integers(0, 2**32 - 1))
+def test_adapter_runs_every_test_once_with_tails_moving(workers: int, files: list[tuple[float, int, bool]],
+                                                        seed: int) -> None:
+    rng = random.Random(seed)
+    units = []
+    for i, (wall, tests, divisible) in enumerate(files):
+        name = f"t/test_{i}.py"
+        units.append(Unit(name, (name,), wall, 10.0, tests=tests, last_s=wall / tests,
+                          piece_setup_s=0.0 if divisible else None))
+    units.sort(key=lambda u: -u.wall_s)
+    collection = [f"{u.files[0]}::t{k}" for u in units for k in range(u.tests)]
+    sched = SuitefitScheduling(None, None, _plan(units, workers), numnodes=workers, live=lambda: (0.0, {}))
+    nodes = [StealingNode(f"gw{i}") for i in range(workers)]
+    for n in nodes:
+        sched.add_node(n)
+        sched.add_node_collection(n, collection)
+    sched.schedule()
+    ran: dict[int, str] = {}
+    granted: Counter[int] = Counter()
+    for _ in range(50_000):
+        if sched.tests_finished:
+            break
+        for n in nodes:  # xdist removes a node that was shut down once it ran what it held
+            if n.down and n in sched.node2pending and not sched.node2pending[n]:
+                sched.remove_node(n)
+        answers = [n for n in nodes if n.steals and n in sched.node2pending]
+        if answers and rng.random() < 0.5:
+            n = rng.choice(answers)
+            asked = n.steals.pop(0)
+            given_back = asked if set(asked) <= set(sched.node2pending[n][2:]) else []
+            granted.update(given_back)
+            sched.remove_pending_tests_from_node(n, given_back)
+            continue
+        ready = [n for n in nodes if n in sched.node2pending and
+                 (len(sched.node2pending[n]) >= 2 or (sched.node2pending[n] and n.down))]
+        if not ready:
+            assert answers, "deadlock: every node holds its last test, none shut down, no steal out"
+            continue
+        n = rng.choice(ready)
+        i = sched.node2pending[n][0]
+        assert i not in ran, f"{collection[i]} ran twice"
+        ran[i] = n.gateway.id
+        sched.mark_test_complete(n, i)
+    assert sched.tests_finished
+    for n in nodes:  # then xdist shuts every node down: each runs the test it held
+        for i in list(sched.node2pending.get(n, ())):
+            assert i not in ran, f"{collection[i]} ran twice"
+            ran[i] = n.gateway.id
+            sched.mark_test_complete(n, i)
+    assert set(ran) == set(range(len(collection)))
+    sends = Counter(i for n in nodes for i in n.sent)
+    assert all(sends[i] == 1 + granted[i] for i in sends)  # sent again only when given back
+    by_file: dict[str, set[str]] = {}
+    for i, w in ran.items():
+        by_file.setdefault(collection[i].split("::")[0], set()).add(w)
+    for u in units:
+        if u.piece_setup_s is None:
+            assert len(by_file[u.files[0]]) == 1, f"{u.name} may not split: ran on {by_file[u.files[0]]}"
+        # a file's tests go out in their order, a tail as one contiguous run of them
+        tests = [i for i, nodeid in enumerate(collection) if nodeid.startswith(u.files[0] + "::")]
+        for n in nodes:
+            for b in n.batches:
+                mine = [i for i in b if i in tests]
+                assert mine == tests[tests.index(mine[0]):][:len(mine)] if mine else True
+
+
+# -- a real run ------------------------------------------------------------------------------
+
+SLOW = (
+    "import os, time\n\nimport pytest\n\n\n"
+    "@pytest.mark.parametrize('i', range(12))\n"
+    "def test_slow(i):\n"
+    "    time.sleep(float(os.environ.get('SLOW_S', '0.05')))\n"
+)
+SHORT = "import time\n\nimport pytest\n\n\n@pytest.mark.parametrize('i', range(3))\ndef test_s(i):\n    time.sleep(0.1)\n"
+
+
+def test_a_file_that_runs_long_in_the_run_moves_its_tail_to_the_free_worker(tmp_path: Path) -> None:
+    # The profile has test_slow.py at 12 x 0.05 s; in the run each test takes 0.25 s (3 s).
+    # The other worker runs the four short files (1.2 s), finds nothing pending, and takes
+    # the last of test_slow.py's tests: xdist's steal, granted, run there; each test once.
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "pyproject.toml").write_text('[tool.pytest.ini_options]\ntestpaths = ["tests"]\n')
+    (tmp_path / "tests" / "test_slow.py").write_text(SLOW)
+    for k in range(4):
+        (tmp_path / "tests" / f"test_short{k}.py").write_text(SHORT)
+    assert suitefit("profile", "--", "-q", "-p", "no:cacheprovider", cwd=tmp_path).returncode == 0
+    res = suitefit("run", "--workers", "2", "--", "-q", "-p", "no:cacheprovider", cwd=tmp_path,
+                   env={"SLOW_S": "0.25"})
+    assert res.returncode == 0, res.stderr
+    assert "24 passed" in res.stdout
+    path = tmp_path / ".suitefit" / "history.sqlite"
+    with History(path) as h:
+        run = h.runs(limit=1)[0]
+        rows = h.execute("SELECT worker, nodeid FROM tests WHERE run_id = ? AND file = 'tests/test_slow.py'",
+                         [run.id])
+        splits = h.events(run.id, "sched_split")
+    assert len(rows) == 12 and len({n for _, n in rows}) == 12
+    on = {w: sorted(int(n.split("[")[1].rstrip("]")) for w2, n in rows if w2 == w) for w in {w for w, _ in rows}}
+    assert len(on) == 2, on  # it ran on both workers
+    first, tail = sorted(on.values(), key=lambda v: v[0])
+    assert first[0] == 0 and tail[-1] == 11 and tail[0] > first[0]  # the tail, not its head
+    assert splits and "tests/test_slow.py" in str(splits[0])
