@@ -39,6 +39,9 @@ class Shape:
     declare_pair_group: bool = True  # declare the pair as a group in [tool.suitefit]
     long_file_share: float = 0.0  # one more file holding this share of the ordinary work
     hang_file: bool = False  # a file whose test hangs 5x and fails when BENCH_HANG=1 (a timeout)
+    # a file of this many tests that is 10x slower in the runs than in the profiling run
+    # (BENCH_HANG=1: its costly path was skipped there), and the history has it short
+    drift_tests: int = 0
 
 
 SHAPES: dict[str, Shape] = {
@@ -66,6 +69,11 @@ SHAPES: dict[str, Shape] = {
     # run recorded another file at 5x its cost (a test hung to a timeout and failed).
     "skewed": Shape(import_s=1.0, import_mb=60, pool_procs=0, pool_files=0, hogs_mb=[], files=20,
                     tests_per_file=6, test_ms=40, pair=False, long_file_share=0.2, hang_file=True),
+    # A history that has a file short: it takes 10x its profiled time in the runs (24 tests of
+    # 80 ms, 8 ms in the profile), so a plan from the profile starts it among the last, and
+    # it would end alone.
+    "drifted": Shape(import_s=1.0, import_mb=60, pool_procs=0, pool_files=0, hogs_mb=[], files=20,
+                     tests_per_file=6, test_ms=40, pair=False, drift_tests=24),
     # Many small files behind a heavy import (the second report's guard modules).
     "many-small": Shape(import_s=1.5, import_mb=60, pool_procs=0, pool_files=0, hogs_mb=[],
                         files=60, tests_per_file=3, test_ms=25, pair=False),
@@ -182,6 +190,20 @@ def test_sometimes_hangs(i):
     burn({ms})
 '''
 
+DRIFT = '''\
+import os
+
+import pytest
+
+from conftest import burn
+
+
+@pytest.mark.parametrize("i", range({n}))
+def test_slower_since_the_profile(i):
+    """10x slower than in the profiling run (BENCH_HANG=1), where its costly path was skipped."""
+    burn({fast_ms} if os.environ.get("BENCH_HANG") else {ms})
+'''
+
 PROVIDER = '''\
 import os
 
@@ -237,6 +259,11 @@ def generate(out: Path, shape: Shape, name: str = "suite") -> dict[str, object]:
             HANG.format(n=n, ms=ms, hang_ms=5 * n * ms))
         files["tests/test_hangs_in_profile.py"] = {"kind": "hangs-in-profile", "tests": n,
                                                    "cpu_ms": n * ms, "profile_cpu_ms": (n - 1) * ms + 5 * n * ms}
+    if shape.drift_tests:
+        n, ms = shape.drift_tests, shape.test_ms * 2
+        (tests / "test_slower_since.py").write_text(DRIFT.format(n=n, ms=ms, fast_ms=ms / 10))
+        files["tests/test_slower_since.py"] = {"kind": "slower-since-profile", "tests": n,
+                                               "cpu_ms": n * ms, "profile_cpu_ms": n * ms / 10}
     for mb in shape.hogs_mb:
         p = tests / f"test_hog_{mb}mb.py"
         p.write_text(HOG.format(mb=mb))

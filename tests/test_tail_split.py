@@ -84,6 +84,26 @@ def test_a_split_follows_how_far_the_unit_really_is_not_the_plan() -> None:
     assert isinstance(d, Split) and d.piece.tests == 4 and d.piece.wall_s == pytest.approx(8.0)
 
 
+def test_a_unit_sent_to_a_worker_holding_its_last_test_can_still_split() -> None:
+    # gw1 got test_s.py while it held test_b.py's last test; once test_s.py runs, gw1 is
+    # not at a last test any more (the core took it for one, and never split what it ran)
+    core = Core([_file("t/test_a.py", 3.0, 3), _file("t/test_b.py", 1.0, 3), _file("t/test_s.py", 0.5, 12)],
+                budget_mb=None, baseline_mb=0.0)
+    for w in ("gw0", "gw1"):
+        core.worker_up(w)
+    core.want("gw0", 0.0)
+    core.started("gw0", "t/test_a.py", 0.0)
+    core.want("gw1", 0.0)
+    core.started("gw1", "t/test_b.py", 0.0)
+    (s,) = core.want("gw1", 0.9, holding=True)
+    assert isinstance(s, Send) and s.unit.name == "t/test_s.py"
+    core.done("gw1", "t/test_b.py", 1.0)
+    core.done("gw0", "t/test_a.py", 3.0)
+    core.progress("gw1", "t/test_s.py", 2, 10, 3.0)  # 1 s a test: 10 s left, not 0
+    (d,) = core.want("gw0", 3.0)
+    assert isinstance(d, Split) and d.source == "gw1" and d.piece.tests == 5
+
+
 @pytest.mark.parametrize("unit", [
     Unit("group:pair", ("t/test_a.py", "t/test_b.py"), 12.0, 10.0, tests=12, last_s=1.0),  # a group
     Unit("fixture:pool", ("t/test_p.py",), 12.0, 10.0, ("pool",), tests=12, last_s=1.0),  # a pool's users

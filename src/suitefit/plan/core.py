@@ -1089,6 +1089,7 @@ class Core:
         slot.end = start + slot.unit.wall_s * self.slow
         w.queue.append(slot)
         w.waiting = False
+        w.holding = False  # its held test runs now: it is at its last test only when it asks again
         self._mark(w)
         if slot is self._blocked:
             self._blocked = None
