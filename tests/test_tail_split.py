@@ -17,6 +17,7 @@ import pytest
 from clihelp import suitefit
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from venvs import OLDEST, make_venv
 
 from suitefit.history import History
 from suitefit.model import Budget, FixtureCost, Plan, Unit
@@ -35,18 +36,23 @@ def _plan(units: list[Unit], workers: int = 2, fixtures: tuple[FixtureCost, ...]
                 predicted_peak_mb=0, reasons=(), fixtures=fixtures)
 
 
+def _start_both(core: Core, on_gw0: str, on_gw1: str) -> None:
+    """Both workers up; each asks at 0 s and starts the unit it is expected to get."""
+    for w in ("gw0", "gw1"):
+        core.worker_up(w)
+    for w, unit in (("gw0", on_gw0), ("gw1", on_gw1)):
+        (d,) = core.want(w, 0.0)
+        assert isinstance(d, Send) and d.unit.name == unit
+        core.started(w, unit, 0.0)
+
+
 # -- the core ------------------------------------------------------------------------------
 
 
 def test_a_free_worker_takes_the_tail_of_a_long_unit_when_nothing_is_pending() -> None:
     core = Core([_file("t/test_long.py", 12.0, 12), _file("t/test_a.py", 2.0, 4)], budget_mb=None,
                 baseline_mb=0.0)
-    core.worker_up("gw0")
-    core.worker_up("gw1")
-    assert isinstance(core.want("gw0", 0.0)[0], Send)
-    core.started("gw0", "t/test_long.py", 0.0)
-    assert isinstance(core.want("gw1", 0.0)[0], Send)
-    core.started("gw1", "t/test_a.py", 0.0)
+    _start_both(core, "t/test_long.py", "t/test_a.py")
     core.done("gw1", "t/test_a.py", 2.0)
     (d,) = core.want("gw1", 2.0)
     # 10 s of 1 s tests left on gw0: both end together at 7 s with 5 of them here
@@ -62,22 +68,12 @@ def test_a_split_follows_how_far_the_unit_really_is_not_the_plan() -> None:
     # planned at 2 s, it has done 3 tests in 6 s and has 9 left: it runs long
     core = Core([_file("t/test_slow.py", 2.0, 12), _file("t/test_a.py", 1.0, 4)], budget_mb=None,
                 baseline_mb=0.0)
-    for w in ("gw0", "gw1"):
-        core.worker_up(w)
-    core.want("gw0", 0.0)
-    core.started("gw0", "t/test_slow.py", 0.0)
-    core.want("gw1", 0.0)
-    core.started("gw1", "t/test_a.py", 0.0)
+    _start_both(core, "t/test_slow.py", "t/test_a.py")
     core.done("gw1", "t/test_a.py", 6.0)
     assert isinstance(core.want("gw1", 6.0)[0], Shutdown)  # the plan says it ended at 2 s
     core = Core([_file("t/test_slow.py", 2.0, 12), _file("t/test_a.py", 1.0, 4)], budget_mb=None,
                 baseline_mb=0.0)
-    for w in ("gw0", "gw1"):
-        core.worker_up(w)
-    core.want("gw0", 0.0)
-    core.started("gw0", "t/test_slow.py", 0.0)
-    core.want("gw1", 0.0)
-    core.started("gw1", "t/test_a.py", 0.0)
+    _start_both(core, "t/test_slow.py", "t/test_a.py")
     core.done("gw1", "t/test_a.py", 6.0)
     core.progress("gw0", "t/test_slow.py", 3, 9, 6.0)
     (d,) = core.want("gw1", 6.0)
@@ -89,12 +85,7 @@ def test_a_unit_sent_to_a_worker_holding_its_last_test_can_still_split() -> None
     # not at a last test any more (the core took it for one, and never split what it ran)
     core = Core([_file("t/test_a.py", 3.0, 3), _file("t/test_b.py", 1.0, 3), _file("t/test_s.py", 0.5, 12)],
                 budget_mb=None, baseline_mb=0.0)
-    for w in ("gw0", "gw1"):
-        core.worker_up(w)
-    core.want("gw0", 0.0)
-    core.started("gw0", "t/test_a.py", 0.0)
-    core.want("gw1", 0.0)
-    core.started("gw1", "t/test_b.py", 0.0)
+    _start_both(core, "t/test_a.py", "t/test_b.py")
     (s,) = core.want("gw1", 0.9, holding=True)
     assert isinstance(s, Send) and s.unit.name == "t/test_s.py"
     core.done("gw1", "t/test_b.py", 1.0)
@@ -102,6 +93,19 @@ def test_a_unit_sent_to_a_worker_holding_its_last_test_can_still_split() -> None
     core.progress("gw1", "t/test_s.py", 2, 10, 3.0)  # 1 s a test: 10 s left, not 0
     (d,) = core.want("gw0", 3.0)
     assert isinstance(d, Split) and d.source == "gw1" and d.piece.tests == 5
+
+
+@pytest.mark.parametrize("budget, spread, splits", [(None, None, True), (1200.0, None, False),
+                                                    (None, 1200.0, False)])
+def test_a_hogs_tail_moves_only_where_two_of_it_fit(budget: float | None, spread: float | None,
+                                                    splits: bool) -> None:
+    # an 800 MiB file running on gw0: its tail on gw1 holds 800 MiB more at the same time
+    hog = Unit("t/test_hog.py", ("t/test_hog.py",), 12.0, 800.0, piece_setup_s=0.0, tests=12, last_s=1.0)
+    core = Core([hog, _file("t/test_a.py", 2.0, 4)], budget_mb=budget, baseline_mb=100.0, spread_mb=spread)
+    _start_both(core, hog.name, "t/test_a.py")
+    core.done("gw1", "t/test_a.py", 2.0)
+    (d,) = core.want("gw1", 2.0)
+    assert isinstance(d, Split if splits else Shutdown)
 
 
 @pytest.mark.parametrize("unit", [
@@ -112,11 +116,7 @@ def test_a_unit_sent_to_a_worker_holding_its_last_test_can_still_split() -> None
 def test_groups_and_units_of_an_expensive_fixture_never_split(unit: Unit) -> None:
     pool = FixtureCost("pool", "session", 2.0, procs=3, mb=500.0)
     core = Core([unit, _file("t/test_c.py", 1.0, 4)], [pool], budget_mb=None, baseline_mb=0.0)
-    for w in ("gw0", "gw1"):
-        core.worker_up(w)
-    core.want("gw0", 0.0)
-    core.started("gw0", unit.name, 0.0)
-    core.want("gw1", 0.0)
+    _start_both(core, unit.name, "t/test_c.py")
     core.done("gw1", "t/test_c.py", 1.0)
     assert isinstance(core.want("gw1", 1.0)[0], Shutdown)
 
@@ -124,11 +124,7 @@ def test_groups_and_units_of_an_expensive_fixture_never_split(unit: Unit) -> Non
 def test_a_tail_the_runner_could_not_take_is_not_asked_for_again() -> None:
     core = Core([_file("t/test_long.py", 12.0, 12), _file("t/test_a.py", 2.0, 4)], budget_mb=None,
                 baseline_mb=0.0)
-    for w in ("gw0", "gw1"):
-        core.worker_up(w)
-    core.want("gw0", 0.0)
-    core.started("gw0", "t/test_long.py", 0.0)
-    core.want("gw1", 0.0)
+    _start_both(core, "t/test_long.py", "t/test_a.py")
     core.done("gw1", "t/test_a.py", 2.0)
     (d,) = core.want("gw1", 2.0)
     assert isinstance(d, Split)
@@ -262,18 +258,21 @@ SLOW = (
 SHORT = "import time\n\nimport pytest\n\n\n@pytest.mark.parametrize('i', range(3))\ndef test_s(i):\n    time.sleep(0.1)\n"
 
 
-def test_a_file_that_runs_long_in_the_run_moves_its_tail_to_the_free_worker(tmp_path: Path) -> None:
+@pytest.mark.parametrize("versions", ["newest", "oldest"])
+def test_a_file_that_runs_long_in_the_run_moves_its_tail_to_the_free_worker(tmp_path: Path, versions: str) -> None:
     # The profile has test_slow.py at 12 x 0.05 s; in the run each test takes 0.25 s (3 s).
     # The other worker runs the four short files (1.2 s), finds nothing pending, and takes
     # the last of test_slow.py's tests: xdist's steal, granted, run there; each test once.
+    # On this venv's pytest and xdist, and on the oldest pair supported (xdist 3.5's steal).
+    python = make_venv(OLDEST, with_suitefit=True) if versions == "oldest" else None
     (tmp_path / "tests").mkdir()
     (tmp_path / "pyproject.toml").write_text('[tool.pytest.ini_options]\ntestpaths = ["tests"]\n')
     (tmp_path / "tests" / "test_slow.py").write_text(SLOW)
     for k in range(4):
         (tmp_path / "tests" / f"test_short{k}.py").write_text(SHORT)
-    assert suitefit("profile", "--", "-q", "-p", "no:cacheprovider", cwd=tmp_path).returncode == 0
+    assert suitefit("profile", "--", "-q", "-p", "no:cacheprovider", cwd=tmp_path, python=python).returncode == 0
     res = suitefit("run", "--workers", "2", "--", "-q", "-p", "no:cacheprovider", cwd=tmp_path,
-                   env={"SLOW_S": "0.25"})
+                   env={"SLOW_S": "0.25"}, python=python)
     assert res.returncode == 0, res.stderr
     assert "24 passed" in res.stdout
     path = tmp_path / ".suitefit" / "history.sqlite"

@@ -676,7 +676,8 @@ class Core:
                      wall_s=k * each / self.slow + (u.piece_setup_s or 0.0), peak_mb=u.peak_mb,
                      reason=f"the last {k} test(s) of {u.name}, moved from {o.name}", last_s=u.last_s,
                      piece_setup_s=u.piece_setup_s, tests=k)
-        if not self._fits(w, _Slot(piece, self._fx_mb, -1))[0]:
+        ok, total = self._fits(w, _Slot(piece, self._fx_mb, -1))
+        if not ok or self._over_ceiling(total):  # a hog's tail beside its head: two of it at once
             self._pieces -= 1
             return None
         s.splitting = True
