@@ -305,7 +305,12 @@ def test_hogs_apart_may_cost_what_recent_predictions_missed_the_wall_by(tmp_path
     from suitefit.plan import make_plan
     from suitefit.plan.planner import apart_tolerance
 
-    files = {f"tests/test_{n}.py": SynthFile(f"tests/test_{n}.py", s, peak_mb=max(mb, 1.0), tests=1 if mb else 6)
+    # The ordinary files at half their time: keeping the hogs apart then costs between 2% and
+    # 5% of the predicted wall. (At their full time the core now keeps them apart for 1.3%:
+    # a worker given its next unit while it held its last test is no longer taken for one at
+    # its last test, and a long file's tail moves at the end.)
+    files = {f"tests/test_{n}.py": SynthFile(f"tests/test_{n}.py", s if mb else s / 2, peak_mb=max(mb, 1.0),
+                                             tests=1 if mb else 6)
              for n, s, mb in HOG_HEAVY}
     write_history(tmp_path / "h.sqlite", [SynthRun(_one_worker(files), files)])
     # Without the page-fault model (tests/test_faults.py): overlapping hogs then cost nothing in
