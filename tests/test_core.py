@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from suitefit.model import Budget, FixtureCost, Plan, Unit
-from suitefit.plan.core import Core, Decision, Release, Send, Shutdown, Wait, chunk_of
+from suitefit.plan.core import Core, Decision, Release, Send, Shutdown, Split, Wait, chunk_of
 from suitefit.plan.simulate import simulate
 from suitefit.xdist_sched import SuitefitScheduling
 
@@ -28,22 +28,28 @@ SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[Heal
 
 
 @st.composite
-def scenarios(draw: st.DrawFn) -> dict:
-    fx = [FixtureCost(f"fx{i}", "session", setup_s=draw(st.floats(0, 2)), procs=1,
-                      mb=draw(st.floats(0, 400))) for i in range(draw(st.integers(0, 3)))]
+def scenarios(draw: st.DrawFn, tails: bool = False) -> dict:
+    """``tails``: every single-file unit may move its tail (no fixtures, 3-12 tests each)."""
+    fx = [] if tails else [FixtureCost(f"fx{i}", "session", setup_s=draw(st.floats(0, 2)), procs=1,
+                                       mb=draw(st.floats(0, 400))) for i in range(draw(st.integers(0, 3)))]
     n_units = draw(st.integers(1, 25))
     units = []
     for i in range(n_units):
         uses = tuple(sorted(draw(st.sets(st.sampled_from([f.name for f in fx]), max_size=2)))) if fx else ()
         own = draw(st.floats(0, 800))
-        files = tuple(f"tests/test_{i}_{k}.py" for k in range(draw(st.integers(1, 3))))
+        files = tuple(f"tests/test_{i}_{k}.py" for k in range(1 if tails else draw(st.integers(1, 3))))
         wall = draw(st.floats(0.01, 10))
         # what its worker keeps after it (signed: a unit may free what earlier ones kept)
         kept = draw(st.one_of(st.just(0.0), st.floats(-100, 300)))
+        # a plain file's unit may have its tail moved at the end (``Split``)
+        tests = draw(st.integers(3 if tails else 0, 12))
+        again = (draw(st.floats(0, 0.5) if tails else st.one_of(st.none(), st.floats(0, 1)))
+                 if len(files) == 1 and not uses else None)
         units.append(Unit(f"u{i}", files, wall, own + sum(f.mb for f in fx if f.name in uses),
-                          fixtures=uses, last_s=draw(st.sampled_from([0.0, wall / 3, wall])), kept_mb=kept))
+                          fixtures=uses, last_s=draw(st.sampled_from([0.0, wall / 3, wall])), kept_mb=kept,
+                          piece_setup_s=again, tests=tests))
     units.sort(key=lambda u: -u.wall_s)
-    workers = draw(st.integers(1, 4))
+    workers = draw(st.integers(2 if tails else 1, 4))
     baseline = draw(st.floats(0, 150))
     fixed = baseline if workers > 1 else 0.0
     budget = fixed + workers * baseline + draw(st.floats(0, 3000))
@@ -128,7 +134,11 @@ def drive(sc: dict) -> tuple[Core, list[tuple[str, Send]], float]:
     def ask(w: str) -> None:
         nonlocal peak
         caches_hold()
-        for d in core.want(w, 0.0, holding=bool(queue[w])):
+        apply(core.want(w, 0.0, holding=bool(queue[w])))
+        peak = max(peak, tree())
+
+    def apply(ds: list[Decision]) -> None:
+        for d in ds:
             o = d.worker
             held = bool(queue[o])
             if isinstance(d, Send):
@@ -146,9 +156,13 @@ def drive(sc: dict) -> tuple[Core, list[tuple[str, Send]], float]:
             elif isinstance(d, Release):
                 assert d.after == queue[o][-1].name  # only after what it runs now
                 releases.setdefault((o, d.after), set()).add(d.fixture)
+            elif isinstance(d, Split):  # the runner gets the tail, or finds it started
+                assert queue[d.source] and queue[d.source][-1] is not None, "a tail of nothing"
+                assert queue[d.source][-1].name == d.unit  # the last on its queue
+                assert d.piece.fixtures == () and d.piece.tests >= 1
+                apply(core.split_done(d, rng.random() < 0.7, 0.0))
             else:
                 assert isinstance(d, Wait)
-        peak = max(peak, tree())
 
     for w in names:  # xdist brings every worker up before it schedules
         core.worker_up(w)
@@ -201,10 +215,24 @@ def test_core_runs_every_unit_once_without_deadlock(sc: dict) -> None:
     core, sends, _peak = drive(sc)
     assert core.finished
     ran = Counter(d.unit.name for _, d in sends)
-    assert set(ran) == {u.name for u in sc["units"]} and set(ran.values()) == {1}
-    # a unit is never split: each Send carries a whole unit, files as planned
+    pieces = {n for n in ran if ":tail" in n}  # a plain file's tail, moved at the end
+    assert set(ran) - pieces == {u.name for u in sc["units"]} and set(ran.values()) == {1}
+    # a group is never split: each Send carries a whole unit, files as planned; a piece is
+    # of a unit that may split
     by = {u.name: u for u in sc["units"]}
-    assert all(d.unit.files == by[d.unit.name].files for _, d in sends)
+    assert all(d.unit.files == by[d.unit.name.split(":tail")[0]].files for _, d in sends)
+    assert all(by[n.split(":tail")[0]].piece_setup_s is not None for n in pieces)
+
+
+@SETTINGS
+@given(scenarios(tails=True))
+def test_tails_that_move_keep_every_unit_once_and_the_tree_in_the_budget(sc: dict) -> None:
+    core, sends, peak = drive(sc)
+    assert core.finished
+    ran = Counter(d.unit.name for _, d in sends)
+    assert {n for n in ran if ":tail" not in n} == {u.name for u in sc["units"]} and set(ran.values()) == {1}
+    if not any(d.over_budget for _, d in sends):
+        assert peak <= sc["budget"] + 1e-6
 
 
 @SETTINGS
@@ -236,12 +264,15 @@ def test_simulation_is_the_core_on_a_clock(sc: dict) -> None:
     sim = simulate(plan, startup_s=0.5, baseline_mb=sc["baseline"], budget_mb=sc["budget"],
                    fixed_mb=sc["fixed"], releasable=sc["releasable"], slow=1.0, log=True)
     ran = Counter(u for us in sim.placement.values() for u in us)
-    assert set(ran) == {u.name for u in sc["units"]} and set(ran.values()) == {1}
+    pieces = {n for n in ran if ":tail" in n}
+    assert set(ran) - pieces == {u.name for u in sc["units"]} and set(ran.values()) == {1}
     for us in sim.placement.values():  # a worker runs its units one after another
         spans = [sim.spans[u] for u in us]
         assert all(a[2] <= b[1] + 1e-9 for a, b in itertools.pairwise(spans))
     sends = [lg.decision for lg in sim.log if isinstance(lg.decision, Send)]
-    assert len(sends) == len(sc["units"])
+    assert len(sends) == len(sc["units"]) + len(pieces)
+    splits = [lg.decision for lg in sim.log if isinstance(lg.decision, Split)]
+    assert len(splits) >= len(pieces)  # every piece from a split (a refused one makes none)
     if _worst_fits(sc):
         assert sim.fits and sim.peak_mb <= sc["budget"] + 1e-6
 
