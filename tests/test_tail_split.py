@@ -275,6 +275,7 @@ def test_a_file_that_runs_long_in_the_run_moves_its_tail_to_the_free_worker(tmp_
                    env={"SLOW_S": "0.25"}, python=python)
     assert res.returncode == 0, res.stderr
     assert "24 passed" in res.stdout
+    assert "tail moved: tests/test_slow.py runs ~" in res.stdout + res.stderr
     path = tmp_path / ".suitefit" / "history.sqlite"
     with History(path) as h:
         run = h.runs(limit=1)[0]

@@ -426,6 +426,9 @@ def write_summary(tr: Any, h: History, run_id: int, top: int = 5) -> None:
     if over or waits:
         tr.write_line(f"memory admission: {len(waits)} wait(s); {len(over)} unit(s) ran alone over the budget"
                       + "".join(f"; {e.nodeid}" for e in over[:3]))
+    for e in h.events(run_id, "sched_split")[:SHOWN_FAILURES]:
+        why = str(e.detail_dict.get("reason", "")).removeprefix("nothing pending; ")
+        tr.write_line(f"tail moved: {why}")
     said = run_outcomes(run)
     if said is not None:
         tr.write_line(f"recorded outcomes: {outcome_words(said)} (as pytest counts them: reports, not tests)")

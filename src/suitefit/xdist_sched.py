@@ -348,7 +348,6 @@ class SuitefitScheduling:
         if src is None or not take or self.stopping:
             self._answer_thief(d, self.core.split_done(d, False, self._now()))
             return
-        self.on_decision("split", d.worker, d.unit, d.reason)
         self._splits[src] = (d, take)
         src.send_steal(take)
 
@@ -357,6 +356,7 @@ class SuitefitScheduling:
         now = self._now()
         if given and not self.stopping:
             piece = piece_of(d, len(given))
+            self.on_decision("split", d.worker, d.unit, d.reason)  # recorded once it moved
             self._explicit[piece.name] = sorted(given)
             gone = set(given)
             for a in self.node2units.get(node, ()):

@@ -684,7 +684,7 @@ class Core:
         share = min(1.0, k * each / max(left, 1e-9))
         return Split(w.name, o.name, u.name, share, piece,
                      f"nothing pending; {u.name} runs ~{fmt_s(left)} more on {o.name}: its last "
-                     f"{k} test(s) move here, the run ends ~{fmt_s(gain)} sooner")
+                     f"{k} test(s) move to {w.name}, the run ends ~{fmt_s(gain)} sooner")
 
     def _tail_of(self, o: _Worker, s: _Slot, now: float) -> tuple[float, float, int]:
         """When ``s`` (last on ``o``'s queue) ends, a test's time in it, and its tests left:
