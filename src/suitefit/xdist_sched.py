@@ -85,7 +85,7 @@ class SuitefitScheduling:
         self._scheduled = False
         self.stopping = False  # a worker died and restarts are off: withdraw queued work
         self._closing: set[str] = set()  # workers xdist is ending on its own (told to the core)
-        self._splits: dict[Any, tuple[Split, list[int]]] = {}  # node -> the tail asked of it
+        self._splits: dict[Any, Split] = {}  # node -> the split whose tail was asked of it
 
     def _now(self) -> float:
         return timing.monotonic() - self._t0
@@ -154,15 +154,12 @@ class SuitefitScheduling:
     def mark_test_complete(self, node: Any, item_index: int, duration: float = 0) -> None:
         pending = self.node2pending[node]
         pending.remove(item_index)
-        wid = node.gateway.id
         units = self.node2units[node]
         for a in units:
             if item_index in a.left:
                 a.left.discard(item_index)
-                if not a.left:
-                    units.remove(a)  # then out of the loop at once: no iterator goes on
-                    self.core.done(wid, a.unit.name, self._now())
-                    self.on_decision("done", wid, a.unit.name, "")
+                if not a.left:  # then out of the loop at once: no iterator goes on
+                    self._unit_done(node, a, self._now())
                 break
         self._note_running(node)
         self._ask(node)
@@ -205,7 +202,7 @@ class SuitefitScheduling:
     def remove_node(self, node: Any) -> str | None:
         if node in self._shutdown and self.core.pending:
             self._end_process(node)
-        asked = self._splits.pop(node, None)
+        split = self._splits.pop(node, None)
         pending = self.node2pending.pop(node)
         units = self.node2units.pop(node)
         self.node2collection.pop(node, None)
@@ -215,8 +212,8 @@ class SuitefitScheduling:
         again = {u.name for u in self.core.worker_down(wid)}  # none when the run is stopping
         if self.journal is not None:
             self.journal.done(wid)
-        if asked is not None:  # it died before it answered: its unit goes back whole below
-            self._answer_thief(asked[0], self.core.split_done(asked[0], False, self._now()))
+        if split is not None:  # it died before it answered: its unit goes back whole below
+            self._answer_thief(split, self.core.split_done(split, False, self._now()))
         if not pending:
             self._ask_waiting()
             return None
@@ -348,11 +345,17 @@ class SuitefitScheduling:
         if src is None or not take or self.stopping:
             self._answer_thief(d, self.core.split_done(d, False, self._now()))
             return
-        self._splits[src] = (d, take)
+        self._splits[src] = d
         src.send_steal(take)
 
+    def _unit_done(self, node: Any, a: _Assigned, now: float) -> None:
+        """``a`` has no test left on ``node``: it leaves the node's queue and the core hears it."""
+        self.node2units[node].remove(a)
+        self.core.done(node.gateway.id, a.unit.name, now)
+        self.on_decision("done", node.gateway.id, a.unit.name, "")
+
     def _split_answered(self, node: Any, given: list[int]) -> None:
-        d, _ = self._splits.pop(node)
+        d = self._splits.pop(node)
         now = self._now()
         if given and not self.stopping:
             piece = piece_of(d, len(given))
@@ -365,12 +368,9 @@ class SuitefitScheduling:
             decisions = self.core.split_done(replace(d, piece=piece), True, now)
         else:  # it had started them (or the run is stopping: nothing new runs)
             decisions = self.core.split_done(d, False, now)
-        units = self.node2units.get(node, deque())
-        for a in list(units):
+        for a in list(self.node2units.get(node, ())):
             if a.unit.name == d.unit and not a.left:  # what it kept is done already
-                units.remove(a)
-                self.core.done(node.gateway.id, a.unit.name, now)
-                self.on_decision("done", node.gateway.id, a.unit.name, "")
+                self._unit_done(node, a, now)
         self._answer_thief(d, decisions)
         self._ask(node)
 

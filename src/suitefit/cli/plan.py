@@ -16,6 +16,7 @@ from suitefit.costs import load_costs_or_discover
 from suitefit.errors import SuitefitError
 from suitefit.model import CONTENTION_UNKNOWN, Measured, Plan
 from suitefit.plan import make_plan, plan_shards
+from suitefit.plan.core import tail_base
 from suitefit.units import fmt_mb, fmt_s
 
 SHOWN_UNITS = 25
@@ -33,8 +34,8 @@ def _print_plan(console: Any, plan: Plan, show_all: bool) -> None:
     tails: dict[str, set[str]] = {}  # a unit's tail that the prediction moved at the end
     for w, us in plan.placement.items():
         for name in us:
-            if ":tail" in name:
-                tails.setdefault(name.split(":tail", 1)[0], set()).add(w)
+            if (base := tail_base(name)) is not None:
+                tails.setdefault(base, set()).add(w)
     units = plan.units if show_all else plan.units[:SHOWN_UNITS]
     for i, u in enumerate(units, 1):
         moved = f" (tail: {', '.join(sorted(tails[u.name]))})" if u.name in tails else ""

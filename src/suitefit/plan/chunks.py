@@ -20,7 +20,7 @@ from dataclasses import replace
 from itertools import pairwise
 
 from suitefit.model import FileCost, FixtureCost, GroupingRules, Unit
-from suitefit.plan.core import even_cuts
+from suitefit.plan.core import MIN_SPLIT_TESTS, even_cuts
 from suitefit.plan.grouping import expensive_why
 from suitefit.units import fmt_s
 
@@ -37,10 +37,6 @@ def plain(u: Unit) -> bool:
     """A plain file's unit: not a group's part (a pool's users, a declared or learned group),
     which stays whole, or its fixture would start again on every worker a piece went to."""
     return len(u.files) == 1 and u.chunk is None and u.name == u.files[0]
-
-
-# a worker keeps the test it runs and the one it holds next: a piece needs one more
-MIN_TESTS = 3
 
 
 class Divisible:
@@ -72,7 +68,7 @@ class Divisible:
         return out
 
     def _divisible(self, u: Unit) -> Unit:
-        if (len(u.files) != 1 or not (u.chunk is not None or u.name == u.files[0]) or u.tests < MIN_TESTS
+        if (not (plain(u) or (u.chunk is not None and len(u.files) == 1)) or u.tests < MIN_SPLIT_TESTS
                 or u.piece_setup_s is not None or any(f in self._expensive for f in u.fixtures)):
             return u
         again = self._again.get(u.files[0], 0.0) + sum(self._setup.get(f, 0.0) for f in u.fixtures)

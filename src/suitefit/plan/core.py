@@ -65,6 +65,14 @@ DEFAULT_PEAK_MB = 50.0
 # A tail moves to a free worker only if that ends its unit this much sooner: below it, the
 # round trip (the thief's held test waits for the steal's answer) and noise eat the gain
 MIN_SPLIT_S = 0.02
+# a worker keeps the test it runs and the one it holds next: a unit splits only with one more
+MIN_SPLIT_TESTS = 3
+TAIL = ":tail"  # a piece is named "<unit>:tail<n>"
+
+
+def tail_base(name: str) -> str | None:
+    """The unit a piece's tests came from, or None if ``name`` is not a piece."""
+    return name.split(TAIL, 1)[0] if TAIL in name else None
 
 
 def chunk_of(indices: list[int], chunk: tuple[int, int] | None,
@@ -133,14 +141,13 @@ class Shutdown:
 @dataclass(frozen=True)
 class Split:
     """Move the tail of ``unit`` (the last on ``source``'s queue) to ``worker``, which asked
-    and found nothing pending: about ``share`` of the unit's remaining time, as ``piece``.
-    The runner takes back that share of its tests that have not started (xdist: a steal,
-    which the worker grants whole or not at all) and says which with ``Core.split_done``."""
+    and found nothing pending, as ``piece`` (its last ``piece.tests`` tests). The runner takes
+    back those of them that have not started (xdist: a steal, which the worker grants whole
+    or not at all) and says whether it got them with ``Core.split_done``."""
 
     worker: str
     source: str
     unit: str
-    share: float
     piece: Unit
     reason: str
 
@@ -653,10 +660,10 @@ class Core:
             s = o.queue[-1]
             u = s.unit
             if (u.piece_setup_s is None or s.splitting or s.nosplit or s.release
-                    or (s.seen is None and u.tests < 3) or (o.holding and len(o.queue) == 1)):
+                    or (o.holding and len(o.queue) == 1)):
                 continue
             end, each, n_left = self._tail_of(o, s, now)
-            if each <= 1e-9 or n_left < 3:
+            if each <= 1e-9 or n_left < MIN_SPLIT_TESTS:
                 continue
             again = u.piece_setup_s * self.slow
             even = (end - free - again) / 2 / each
@@ -672,7 +679,7 @@ class Core:
         gain, k, left, o, s, each = best
         u = s.unit
         self._pieces += 1
-        piece = Unit(name=f"{u.name}:tail{self._pieces}", files=u.files,
+        piece = Unit(name=f"{u.name}{TAIL}{self._pieces}", files=u.files,
                      wall_s=k * each / self.slow + (u.piece_setup_s or 0.0), peak_mb=u.peak_mb,
                      reason=f"the last {k} test(s) of {u.name}, moved from {o.name}", last_s=u.last_s,
                      piece_setup_s=u.piece_setup_s, tests=k)
@@ -681,8 +688,7 @@ class Core:
             self._pieces -= 1
             return None
         s.splitting = True
-        share = min(1.0, k * each / max(left, 1e-9))
-        return Split(w.name, o.name, u.name, share, piece,
+        return Split(w.name, o.name, u.name, piece,
                      f"nothing pending; {u.name} runs ~{fmt_s(left)} more on {o.name}: its last "
                      f"{k} test(s) move to {w.name}, the run ends ~{fmt_s(gain)} sooner")
 
@@ -695,9 +701,9 @@ class Core:
             done, left, _ = s.seen
             each = max(now - s.start, 1e-9) / done  # the running test's time so far counts
             return now + left * each, each, left
-        each = u.wall_s * self.slow / u.tests
-        if each <= 0:  # nothing to gain: a unit of no time
+        if u.tests <= 0 or u.wall_s <= 0:  # not counted, or no time: nothing to split
             return s.end, 0.0, 0
+        each = u.wall_s * self.slow / u.tests
         if s.start is not None:
             return s.end, each, min(u.tests, math.ceil(max(0.0, s.end - now) / each - 1e-9))
         return s.end, each, u.tests
