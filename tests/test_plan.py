@@ -48,6 +48,42 @@ def test_long_pool_group_split_into_fewest_parts() -> None:
     assert all("part" in u.reason and "ideal lane" in u.reason for u in parts)
 
 
+def test_a_count_starved_of_memory_is_tried_after_one_that_is_not(monkeypatch: pytest.MonkeyPatch) -> None:
+    # 64 CPUs, 8 GB: 64 workers' baselines leave room for one hog at a time, so by its CPU
+    # bound alone 64 looks best and was simulated first, to the end of its long starved run
+    # (16 of 23 s of planning 5,000 files at 64 CPUs, benchmarks/bench_plan.py). Tried after
+    # a count that is not starved, it stops as soon as it cannot win; the choice is the same.
+    from suitefit.plan import planner
+
+    calls: list[tuple[int, float | None, bool]] = []
+    real = planner.simulate
+
+    def spy(plan: Plan, **kw: object) -> simulate.Simulation:
+        sim = real(plan, **kw)  # type: ignore[arg-type]
+        calls.append((plan.workers, kw.get("give_up_after_s"), sim.complete))  # type: ignore[arg-type]
+        return sim
+
+    monkeypatch.setattr(planner, "simulate", spy)
+    files = [FileCost(f"tests/test_hog{i:02d}.py", 5.0, 1000.0) for i in range(20)] + _files(200, wall=0.2)
+    plan = make_plan(_costs(files, baseline=100.0), Budget(8000, 64))
+    assert 1 < plan.workers < 64
+    assert calls[0][0] == 1 and calls[1][0] != 64 and calls[1][2]  # then a count that is not starved
+    assert not next(c for w, _, c in calls if w == 64)  # 64 gave up once it could not win
+    # the choice does not depend on the order tried
+    from suitefit.plan.simulate import Simulation
+    from suitefit.plan.workers import Candidate, choose_workers
+
+    def evaluate(w: int, best: float | None) -> Candidate:
+        wall = 39.0 + 5.0 * (w - 6) ** 2
+        stop = best is not None and wall > planner.GIVE_UP * best
+        return Candidate(w, (), Simulation(w, wall, 100.0, {}, {}, {}, complete=not stop))
+
+    budget, worker = Budget(8000, 16), WorkerCost(1.0, 100.0)
+    plain = choose_workers(evaluate, budget, worker, 100, lambda w: 10.0 / w)
+    guessed = choose_workers(evaluate, budget, worker, 100, lambda w: 10.0 / w, estimate=lambda w: abs(w - 6))
+    assert plain[0].workers == guessed[0].workers == 6
+
+
 def test_workers_stop_where_they_stop_paying() -> None:
     # one 10 s file sets the wall from 2 workers on: a third worker saves nothing
     # (with workers, xdist's controller starts first: one more startup in series)

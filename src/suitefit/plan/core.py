@@ -818,9 +818,13 @@ class Core:
 
     def _free_at(self, w: _Worker, now: float) -> float:
         """When ``w`` is predicted to need its next unit."""
-        if w.holding and len(w.queue) == 1:  # it is at its unit's last test
-            return now + w.queue[0].unit.last_s * self.slow
-        return max([now] + [s.end for s in w.queue])
+        q = w.queue
+        if not q:
+            return now
+        if w.holding and len(q) == 1:  # it is at its unit's last test
+            return now + q[0].unit.last_s * self.slow
+        end = q[0].end if len(q) == 1 else max(s.end for s in q)  # (asked ~10 times a decision)
+        return end if end > now else now
 
     def _fits(self, w: _Worker, slot: _Slot) -> tuple[bool, float]:
         """Does ``slot`` fit queued on ``w``? And the tree it predicts then."""
@@ -835,6 +839,8 @@ class Core:
     def _pinned_mb(self, besides: Collection[str] = ()) -> float:
         """Resident memory no order can free: fixtures set up and never released, and what
         the workers keep."""
+        if not besides:  # most units set up no fixture
+            return self._pinned_total + self._kept_sum
         pinned, mb = self._pinned, self._fx_mb
         return (self._pinned_total - sum(mb[f] for f in dict.fromkeys(besides) if pinned.get(f))
                 + self._kept_sum)

@@ -8,6 +8,7 @@ fewest workers that reach the best predicted wall inside the budget.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
@@ -42,6 +43,9 @@ from suitefit.units import fmt_mb, fmt_s
 DEFAULT_FILE_S = 1.0
 DEFAULT_FILE_MB = 50.0
 MAX_HOG_LINES = 20
+# a simulation given the best wall so far stops once its clock passes this many times it (or
+# at a warning): such a count cannot be chosen, and a starved one can simulate for long
+GIVE_UP = 1.5
 
 
 def default_file_cost(measured: Sequence[FileCost], default_s: float | None = None,
@@ -307,7 +311,7 @@ def _plan_one(costs: CostModel, budget: Budget, rules: GroupingRules,
                        slow=slow_for(w), log=True,
                        exit_s=exit_s,
                        releasable=releasable, stop_on_warning=best_wall_s is not None,
-                       give_up_after_s=None if best_wall_s is None else 1.5 * best_wall_s)
+                       give_up_after_s=None if best_wall_s is None else GIVE_UP * best_wall_s)
         sim = replace(sim, wall_s=max(sim.wall_s + controller_s + overhead_for(w)[0], controller_floor(w)))
         return Candidate(w, ordered, sim, tuple(greasons), spread_mb)
 
@@ -324,13 +328,26 @@ def _plan_one(costs: CostModel, budget: Budget, rules: GroupingRules,
         longest = max((fc.wall_s / max(1, min(fc.tests, w)) for fc in fcs.values()), default=0.0)
         return max(startup_for(w) + max(file_work / w, longest) * slow_for(w), controller_floor(w))
 
+    mem_work = sum(fc.wall_s * fc.peak_mb for fc in fcs.values())
+
+    def estimate(w: int) -> float:
+        """The order counts are tried in: the lower bound, or, where the budget leaves the
+        files too little room beside the workers' floor, the wall their memory alone needs
+        (each file's time times its peak, over that room). A guess, not a bound: at 64 CPUs
+        in 16 GiB, 64 workers leave room for two hogs at a time, and simulated first (by the
+        bound alone) they took 16 of 23 s of planning before a better count could cut them."""
+        room = budget.memory_mb - fixed_for(w) - w * worker.baseline_mb
+        area = mem_work * slow_for(w) / room if room > 0 else math.inf
+        return max(lower_bound(w), startup_for(w) + area)
+
     # while only a calibration measured contention, a count it rules out is tried once
     only_calibrated = bool(costs.slowdown_unconfirmed) and set(costs.slowdown) <= costs.slowdown_unconfirmed
     why = ("only a profile's calibration has measured how much workers slow each other here ("
            + ", ".join(f"x{costs.slowdown[n]:.2f} at {n} workers" for n in sorted(costs.slowdown))
            + "), and a slice of short files in fresh workers can read high") if only_calibrated else ""
     chosen, wreasons, _ = choose_workers(evaluate, outer, worker, n_units_max, lower_bound,
-                                         doubt=CALIBRATION_DOUBT if only_calibrated else 0.0, doubt_why=why)
+                                         doubt=CALIBRATION_DOUBT if only_calibrated else 0.0, doubt_why=why,
+                                         estimate=estimate)
     apart = _keep_hogs_apart(chosen, evaluate, worker.baseline_mb,
                              worker.baseline_mb + costs.sampler_mb, costs.wall_errors)
     if apart is not None:
@@ -501,7 +518,8 @@ def _keep_hogs_apart(chosen: Candidate, evaluate: Callable[..., Candidate], base
     for ceiling in sorted({floor, floor * 1.1, *(floor + k * (sim.peak_mb - floor) / 3 for k in (1, 2))}):
         if ceiling >= sim.peak_mb * (1 - APART_PEAK):
             break
-        c = evaluate(w, None, spread_mb=ceiling)
+        # (stopped as soon as it cannot be kept: over the wall kept, or over the budget)
+        c = evaluate(w, sim.wall_s * (1 + tol) / GIVE_UP, spread_mb=ceiling)
         s = c.sim
         if (s.fits and s.complete and s.wall_s <= sim.wall_s * (1 + tol)
                 and s.peak_mb <= sim.peak_mb * (1 - APART_PEAK)):

@@ -76,7 +76,7 @@ def _counts(top: int) -> list[int]:
 def choose_workers(evaluate: Callable[[int, float | None], Candidate], budget: Budget,
                    worker: WorkerCost, n_units: int,
                    lower_bound: Callable[[int], float] = lambda w: 0.0, *, doubt: float = 0.0,
-                   doubt_why: str = "",
+                   doubt_why: str = "", estimate: Callable[[int], float] | None = None,
                    ) -> tuple[Candidate, list[str], list[Candidate]]:
     """Evaluate worker counts; return the chosen one, the reasons, and all evaluated.
 
@@ -85,7 +85,10 @@ def choose_workers(evaluate: Callable[[int, float | None], Candidate], budget: B
     beat, so counts whose bound already loses are never simulated. ``doubt``: how much the
     contention figure may overstate a larger count's wall (``CALIBRATION_DOUBT`` while only a
     calibration measured it); the best-predicted larger count within it is chosen, so that
-    a run measures it, and ``doubt_why`` says why the figure is in doubt.
+    a run measures it, and ``doubt_why`` says why the figure is in doubt. ``estimate(w)``: a
+    guess of ``w``'s wall (default: its lower bound) that orders the counts, the likeliest
+    best first, so that the best so far stops the hopeless ones early. Only the work done
+    depends on it, not the choice: a count within reach of the best completes in any order.
     """
     top, reasons = max_workers(budget, worker, n_units)
     if budget.workers is not None:
@@ -116,7 +119,8 @@ def choose_workers(evaluate: Callable[[int, float | None], Candidate], budget: B
         seen[w] = evaluate(w, best)
 
     ev(1)  # the lowest memory floor: the reference every other count must beat
-    for w in sorted(_counts(top), key=lambda w: (lower_bound(w), -w)):
+    guess = estimate or lower_bound
+    for w in sorted(_counts(top), key=lambda w: (guess(w), lower_bound(w), -w)):
         ev(w)
     if top > EXHAUSTIVE_UP_TO:  # refine between the coarse best's neighbours (bisection)
         for _ in range(12):
