@@ -470,7 +470,7 @@ class Core:
         """What ``w`` shows now: read per worker at every simulated step (``running_mb``), so
         it builds no set."""
         mb = self._fx_mb
-        held = sum(mb[f] for f in w.base) if w.base else 0.0
+        held = math.fsum(mb[f] for f in w.base) if w.base else 0.0  # (a set: exact in any order)
         own = 0.0
         if w.queue and w.queue[0].start is not None:
             first = w.queue[0]
@@ -481,7 +481,7 @@ class Core:
         return self.baseline_mb + max(0.0, w.kept) + held + own
 
     def _resting(self, w: _Worker) -> float:
-        return self.baseline_mb + max(0.0, w.kept) + sum(self._fx_mb[f] for f in w.base)
+        return self.baseline_mb + max(0.0, w.kept) + math.fsum(self._fx_mb[f] for f in w.base)
 
     def _see(self, w: _Worker) -> None:
         """After any change of what ``w`` shows (a unit started or done, a worker up or
@@ -743,7 +743,9 @@ class Core:
         ``also``: fixtures released after ``slots[at]`` besides its own releases."""
         mb = self._fx_mb
         res = set(w.base)
-        held = sum(mb[f] for f in res) if res else 0.0
+        # Sums over sets are exact (fsum) or in sorted order: a set's order follows the hash
+        # seed, and a plan must not (`suitefit plan` and `suitefit run` are two processes)
+        held = math.fsum(mb[f] for f in res) if res else 0.0
         kept = w.kept
         peak = max(0.0, kept) + held
         for i, s in enumerate(slots):
@@ -752,7 +754,7 @@ class Core:
                     res.add(f)
                     held += mb[f]
             peak = max(peak, max(0.0, kept) + held + s.own)
-            for f in (*s.release, *also) if i == at else s.release:
+            for f in (*sorted(s.release), *also) if i == at else sorted(s.release) if s.release else ():
                 if f in res:
                     res.remove(f)
                     held -= mb[f]
@@ -787,7 +789,7 @@ class Core:
                 new = (*new, f)
                 held += mb[f]
         peak = max(w.steps_peak, max(0.0, kept) + held + s.own)
-        for f in s.release:
+        for f in sorted(s.release) if s.release else ():
             if f in res or f in new:
                 held -= mb[f]
         kept += s.unit.kept_mb
@@ -849,7 +851,7 @@ class Core:
         """Count the workers where each unreleasable fixture stays resident (``_refresh``,
         ``worker_down``): ``_pinned_mb`` is asked several times a decision, and a walk of
         every worker's fixtures there was a quarter of planning 64 workers."""
-        for f in fixtures:
+        for f in sorted(fixtures):
             if f not in self._releasable:
                 was = self._pinned.get(f, 0)
                 self._pinned[f] = was + by
