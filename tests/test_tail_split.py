@@ -21,7 +21,7 @@ from venvs import OLDEST, make_venv
 
 from suitefit.history import History
 from suitefit.model import Budget, FixtureCost, Plan, Unit
-from suitefit.plan.core import Core, Send, Shutdown, Split
+from suitefit.plan.core import Core, Decision, Send, Shutdown, Split
 from suitefit.plan.simulate import simulate
 from suitefit.xdist_sched import SuitefitScheduling
 
@@ -46,15 +46,21 @@ def _start_both(core: Core, on_gw0: str, on_gw1: str) -> None:
         core.started(w, unit, 0.0)
 
 
-# -- the core ------------------------------------------------------------------------------
-
-
-def test_a_free_worker_takes_the_tail_of_a_long_unit_when_nothing_is_pending() -> None:
+def _gw1_free_beside_a_long_unit() -> tuple[Core, Decision]:
+    """12 tests of 1 s on gw0, 2 s of work on gw1: gw1 asks at 2 s with nothing pending."""
     core = Core([_file("t/test_long.py", 12.0, 12), _file("t/test_a.py", 2.0, 4)], budget_mb=None,
                 baseline_mb=0.0)
     _start_both(core, "t/test_long.py", "t/test_a.py")
     core.done("gw1", "t/test_a.py", 2.0)
     (d,) = core.want("gw1", 2.0)
+    return core, d
+
+
+# -- the core ------------------------------------------------------------------------------
+
+
+def test_a_free_worker_takes_the_tail_of_a_long_unit_when_nothing_is_pending() -> None:
+    core, d = _gw1_free_beside_a_long_unit()
     # 10 s of 1 s tests left on gw0: both end together at 7 s with 5 of them here
     assert isinstance(d, Split) and (d.source, d.unit, d.piece.tests) == ("gw0", "t/test_long.py", 5)
     assert d.piece.wall_s == pytest.approx(5.0) and "ends ~5.0 s sooner" in d.reason
@@ -122,11 +128,7 @@ def test_groups_and_units_of_an_expensive_fixture_never_split(unit: Unit) -> Non
 
 
 def test_a_tail_the_runner_could_not_take_is_not_asked_for_again() -> None:
-    core = Core([_file("t/test_long.py", 12.0, 12), _file("t/test_a.py", 2.0, 4)], budget_mb=None,
-                baseline_mb=0.0)
-    _start_both(core, "t/test_long.py", "t/test_a.py")
-    core.done("gw1", "t/test_a.py", 2.0)
-    (d,) = core.want("gw1", 2.0)
+    core, d = _gw1_free_beside_a_long_unit()
     assert isinstance(d, Split)
     (again,) = core.split_done(d, False, 2.0)
     assert isinstance(again, Shutdown)

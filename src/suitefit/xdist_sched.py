@@ -376,11 +376,9 @@ class SuitefitScheduling:
 
     def _answer_thief(self, d: Split, decisions: list[Decision]) -> None:
         thief = self._by_id.get(d.worker)
-        if thief is None:
-            self._ask_waiting()
-            return
-        self._apply(thief, decisions)
-        self._ask(thief)
+        if thief is not None:
+            self._apply(thief, decisions)
+            self._ask(thief)
         self._ask_waiting()
 
     def _note_closing(self) -> None:

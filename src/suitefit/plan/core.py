@@ -181,7 +181,9 @@ class _Slot:
         # what it needs on a worker already holding its fixtures (a unit's peak counts them)
         self.own = max(0.0, unit.peak_mb - sum(fx_mb[f] for f in self.fx))
         self.least = self.own
-        self.release: set[str] = set()
+        # fixtures released after it, in the order decided (a dict as an ordered set: sums
+        # over it must not follow the hash seed's order, see ``_steps``)
+        self.release: dict[str, None] = {}
         self.start: float | None = None
         self.end = 0.0  # predicted end (set when queued, corrected when it starts)
         self.splitting = False  # a Split of its tail is out (``Core.split_done`` answers it)
@@ -517,7 +519,7 @@ class Core:
         s = w.queue.pop(i)
         w.kept += s.unit.kept_mb
         w.base |= set(s.fx)
-        w.base -= s.release
+        w.base.difference_update(s.release)
         if s is self._blocked:
             self._blocked = None
         self._backfill.pop(unit, None)
@@ -743,8 +745,9 @@ class Core:
         ``also``: fixtures released after ``slots[at]`` besides its own releases."""
         mb = self._fx_mb
         res = set(w.base)
-        # Sums over sets are exact (fsum) or in sorted order: a set's order follows the hash
-        # seed, and a plan must not (`suitefit plan` and `suitefit run` are two processes)
+        # Sums over sets are exact (fsum), and releases go in the order decided: a set's order
+        # follows the hash seed, and a plan must not (`suitefit plan` and `suitefit run` are
+        # two processes)
         held = math.fsum(mb[f] for f in res) if res else 0.0
         kept = w.kept
         peak = max(0.0, kept) + held
@@ -754,7 +757,7 @@ class Core:
                     res.add(f)
                     held += mb[f]
             peak = max(peak, max(0.0, kept) + held + s.own)
-            for f in (*sorted(s.release), *also) if i == at else sorted(s.release) if s.release else ():
+            for f in (*s.release, *also) if i == at else s.release:
                 if f in res:
                     res.remove(f)
                     held -= mb[f]
@@ -789,7 +792,7 @@ class Core:
                 new = (*new, f)
                 held += mb[f]
         peak = max(w.steps_peak, max(0.0, kept) + held + s.own)
-        for f in sorted(s.release) if s.release else ():
+        for f in s.release:
             if f in res or f in new:
                 held -= mb[f]
         kept += s.unit.kept_mb
@@ -820,13 +823,9 @@ class Core:
 
     def _free_at(self, w: _Worker, now: float) -> float:
         """When ``w`` is predicted to need its next unit."""
-        q = w.queue
-        if not q:
-            return now
-        if w.holding and len(q) == 1:  # it is at its unit's last test
-            return now + q[0].unit.last_s * self.slow
-        end = q[0].end if len(q) == 1 else max(s.end for s in q)  # (asked ~10 times a decision)
-        return end if end > now else now
+        if w.holding and len(w.queue) == 1:  # it is at its unit's last test
+            return now + w.queue[0].unit.last_s * self.slow
+        return max([now] + [s.end for s in w.queue])
 
     def _fits(self, w: _Worker, slot: _Slot) -> tuple[bool, float]:
         """Does ``slot`` fit queued on ``w``? And the tree it predicts then."""
@@ -1096,7 +1095,7 @@ class Core:
         if freed:
             last = w.queue[-1]
             for f in freed:
-                last.release.add(f)
+                last.release[f] = None
                 out.append(Release(w.name, f, last.unit.name,
                                    f"{last.unit.name} is its last user on {w.name}: "
                                    f"{fmt_mb(self._fx_mb[f])} returns before {slot.unit.name}"))
