@@ -277,6 +277,48 @@ def test_simulation_is_the_core_on_a_clock(sc: dict) -> None:
         assert sim.fits and sim.peak_mb <= sc["budget"] + 1e-6
 
 
+@SETTINGS
+@given(st.data())
+def test_a_simulation_that_gives_up_would_have_ended_past_its_give_up(data: st.DataObject) -> None:
+    """The worker search stops a count's simulation once it cannot be chosen: past the
+    give-up, or sooner where what is left cannot end before it (``_LeftBound``: the work
+    over the workers, and a starved count's memory over the room its floor leaves). A count
+    that would have ended by then must never be stopped, and the wall a stopped one reports
+    is one its full simulation does not beat."""
+    sc = data.draw(scenarios(tails=data.draw(st.booleans())))
+    fault = data.draw(st.sampled_from([None, 0.002]))
+    plan = Plan(workers=sc["workers"], units=tuple(sc["units"]), budget=Budget(sc["budget"], 4),
+                predicted_wall_s=0, predicted_peak_mb=0, reasons=(), fixtures=tuple(sc["fx"]),
+                spread_mb=sc["spread"], fault_s_per_mb=fault)
+    kw = dict(startup_s=0.5, baseline_mb=sc["baseline"], budget_mb=sc["budget"], fixed_mb=sc["fixed"],
+              releasable=sc["releasable"], slow=data.draw(st.sampled_from([1.0, 1.7])), exit_s=0.3)
+    full = simulate(plan, **kw)  # type: ignore[arg-type]
+    give_up = full.wall_s * data.draw(st.floats(0.2, 1.5))
+    cut = simulate(plan, give_up_after_s=give_up, stop_on_warning=True, **kw)  # type: ignore[arg-type]
+    if full.warnings:  # (a warning stops it wherever it comes)
+        return
+    if full.wall_s <= give_up:
+        assert cut.complete and cut.wall_s == full.wall_s
+    if not cut.complete:
+        assert give_up < cut.wall_s <= full.wall_s + 1e-9
+
+
+def test_a_give_up_counts_the_setup_a_resident_fixture_saves() -> None:
+    # Room for one unit at a time, ten units of 6 s that share a fixture taking 5 s to set
+    # up: once it is resident, each takes 1 s. A bound that took their 6 s each would stop
+    # this count as hopeless (60 s of memory time) when it ends in about 15 s.
+    pool = FixtureCost("pool", "session", setup_s=5.0, procs=1, mb=10.0)
+    units = [Unit(f"u{i}", (f"tests/test_{i}.py",), 6.0, 510.0, fixtures=("pool",)) for i in range(10)]
+    plan = _plan(units, (pool,), budget=700.0, workers=1)
+    kw = dict(startup_s=0.5, baseline_mb=100.0, budget_mb=700.0, slow=1.0)
+    full = simulate(plan, **kw)  # type: ignore[arg-type]
+    assert full.fits and full.wall_s < 20
+    cut = simulate(plan, give_up_after_s=full.wall_s * 1.01, stop_on_warning=True, **kw)  # type: ignore[arg-type]
+    assert cut.complete and cut.wall_s == full.wall_s
+    hopeless = simulate(plan, give_up_after_s=full.wall_s * 0.5, stop_on_warning=True, **kw)  # type: ignore[arg-type]
+    assert not hopeless.complete
+
+
 # -- specific behaviours ------------------------------------------------------------------
 
 

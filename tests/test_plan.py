@@ -76,9 +76,9 @@ def test_a_count_starved_of_memory_is_tried_after_one_that_is_not(monkeypatch: p
     from suitefit.plan.simulate import Simulation
     from suitefit.plan.workers import Candidate, choose_workers
 
-    def evaluate(w: int, best: float | None) -> Candidate:
+    def evaluate(w: int, give_up: float | None) -> Candidate:
         wall = 39.0 + 5.0 * (w - 6) ** 2
-        stop = best is not None and wall > planner.GIVE_UP * best
+        stop = give_up is not None and wall > give_up
         return Candidate(w, (), Simulation(w, wall, 100.0, {}, {}, {}, complete=not stop))
 
     budget, worker = Budget(8000, 16), WorkerCost(1.0, 100.0)

@@ -43,9 +43,6 @@ from suitefit.units import fmt_mb, fmt_s
 DEFAULT_FILE_S = 1.0
 DEFAULT_FILE_MB = 50.0
 MAX_HOG_LINES = 20
-# a simulation given the best wall so far stops once its clock passes this many times it (or
-# at a warning): such a count cannot be chosen, and a starved one can simulate for long
-GIVE_UP = 1.5
 
 
 def default_file_cost(measured: Sequence[FileCost], default_s: float | None = None,
@@ -267,13 +264,16 @@ def _plan_one(costs: CostModel, budget: Budget, rules: GroupingRules,
 
     divisible = Divisible(costs.fixtures, rules)
 
-    def evaluate(w: int, best_wall_s: float | None = None, split: bool = True,
+    def evaluate(w: int, give_up_s: float | None = None, split: bool = True,
                  spread_mb: float | None = None) -> Candidate:
+        """``w`` workers' best units, simulated; given ``give_up_s`` (a wall that cannot be
+        chosen, ``choose_workers``), stopped once past it or at a warning: a starved count
+        can simulate for long."""
         units, greasons = build_units(groups, fcs, fixtures, workers=w, lane_s=total / w,
                                       singles=singles, split=split)
         chunked, creasons = split_long_files(units, fcs, costs.fixtures, workers=w, lane_s=total / w)
         chunked = [divisible(u) for u in chunked]
-        cand = simulated(w, chunked, [*greasons, *creasons], best_wall_s, spread_mb)
+        cand = simulated(w, chunked, [*greasons, *creasons], give_up_s, spread_mb)
         if creasons:
             # equal chunks can leave a lane short where chunks that fill the ideal lane, the
             # rest beside another unit, do not (136 s of one file and 76 s of another on two
@@ -282,19 +282,19 @@ def _plan_one(costs: CostModel, budget: Budget, rules: GroupingRules,
                                                 fill=True)
             filled = [divisible(u) for u in filled]
             if filled != chunked:
-                other = simulated(w, filled, [*greasons, *freasons], best_wall_s, spread_mb)
+                other = simulated(w, filled, [*greasons, *freasons], give_up_s, spread_mb)
                 if other.sim.complete and other.sim.fits >= cand.sim.fits and (
                         not cand.sim.complete or other.sim.wall_s < cand.sim.wall_s * (1 - 1e-9)):
                     cand = other
         if split and not cand.sim.fits and groups.fixture_groups:
             # Splitting a group for time puts its fixtures on several workers at once: if
             # that breaks the budget, keeping every group whole may not.
-            whole = evaluate(w, best_wall_s, split=False, spread_mb=spread_mb)
+            whole = evaluate(w, give_up_s, split=False, spread_mb=spread_mb)
             if whole.sim.fits:
                 return whole
         return cand
 
-    def simulated(w: int, units: list[Unit], greasons: list[str], best_wall_s: float | None,
+    def simulated(w: int, units: list[Unit], greasons: list[str], give_up_s: float | None,
                   spread_mb: float | None) -> Candidate:
         ordered = tuple(order_units(units, declared_names))
         tmp = Plan(workers=w, units=ordered, budget=budget, predicted_wall_s=0.0,
@@ -306,13 +306,14 @@ def _plan_one(costs: CostModel, budget: Budget, rules: GroupingRules,
         # run with workers measured it).
         # the sampler process is in the tree a runner's limit counts, whatever the count
         controller_s = controller_start_s if w >= 2 else 0.0
+        beyond = controller_s + overhead_for(w)[0]  # added to the simulated wall, below
         sim = simulate(tmp, startup_s=startup_for(w), baseline_mb=worker.baseline_mb,
                        budget_mb=budget.memory_mb, limit_mb=outer.memory_mb, fixed_mb=fixed_for(w),
                        slow=slow_for(w), log=True,
                        exit_s=exit_s,
-                       releasable=releasable, stop_on_warning=best_wall_s is not None,
-                       give_up_after_s=None if best_wall_s is None else GIVE_UP * best_wall_s)
-        sim = replace(sim, wall_s=max(sim.wall_s + controller_s + overhead_for(w)[0], controller_floor(w)))
+                       releasable=releasable, stop_on_warning=give_up_s is not None,
+                       give_up_after_s=None if give_up_s is None else give_up_s - beyond)
+        sim = replace(sim, wall_s=max(sim.wall_s + beyond, controller_floor(w)))
         return Candidate(w, ordered, sim, tuple(greasons), spread_mb)
 
     n_units_max = len(groups.declared) + len(groups.singles) + sum(
@@ -519,7 +520,7 @@ def _keep_hogs_apart(chosen: Candidate, evaluate: Callable[..., Candidate], base
         if ceiling >= sim.peak_mb * (1 - APART_PEAK):
             break
         # (stopped as soon as it cannot be kept: over the wall kept, or over the budget)
-        c = evaluate(w, sim.wall_s * (1 + tol) / GIVE_UP, spread_mb=ceiling)
+        c = evaluate(w, sim.wall_s * (1 + tol), spread_mb=ceiling)
         s = c.sim
         if (s.fits and s.complete and s.wall_s <= sim.wall_s * (1 + tol)
                 and s.peak_mb <= sim.peak_mb * (1 - APART_PEAK)):

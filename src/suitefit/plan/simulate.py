@@ -14,10 +14,10 @@ another's faults are still going waits for them (``Plan.fault_s_per_mb``, measur
 from __future__ import annotations
 
 import heapq
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from suitefit.model import FAULT_MIN_MB, Plan, Unit
+from suitefit.model import FAULT_MIN_MB, FixtureCost, Plan, Unit
 from suitefit.plan.core import (
     Core,
     Decision,
@@ -80,7 +80,9 @@ def simulate(plan: Plan, *, startup_s: float, baseline_mb: float, budget_mb: flo
     """Run ``plan`` through a fresh ``Core`` with predicted durations.
 
     ``stop_on_warning`` / ``give_up_after_s`` end a simulation early once it cannot
-    win (the worker search uses them); the result then says ``complete=False``. With
+    win (the worker search uses them); the result then says ``complete=False``, and its
+    wall is a bound the run would not beat (``_LeftBound``: a count starved of memory
+    stops long before its clock reaches the give-up). With
     ``collected`` (the files a run collected), the plan is first matched to them, as the
     xdist scheduler does: a one-process run takes its order from this. ``exit_s``: how long
     a worker ended while work is left takes to be gone (its session's end and its exit),
@@ -115,6 +117,10 @@ def simulate(plan: Plan, *, startup_s: float, baseline_mb: float, budget_mb: flo
     t = startup_s
     peak = core.running_mb  # the simulated tree's peak; admission's bound is predicted_mb
     end_t = t
+    bound = None
+    if give_up_after_s is not None:
+        room = budget_mb - fixed_mb - n * baseline_mb if stop_on_warning and budget_mb is not None else 0.0
+        bound = _LeftBound(core.pending_units(), plan.fixtures, n, room, slow)  # (as reconciled)
 
     stale: set[int] = set()  # events a split made obsolete
 
@@ -185,6 +191,8 @@ def simulate(plan: Plan, *, startup_s: float, baseline_mb: float, budget_mb: flo
                 releases.append(d)
                 st.release.add(d.fixture)
             elif isinstance(d, Send):
+                if bound is not None:
+                    bound.sent(d.unit.name)
                 placement[d.worker].append(d.unit.name)
                 sent[d.unit.name] = d.unit
                 decided.add(d.worker)
@@ -230,14 +238,23 @@ def simulate(plan: Plan, *, startup_s: float, baseline_mb: float, budget_mb: flo
     for w in names:
         ask(w, t)
     while events:
-        if (stop_on_warning and core.stats.warnings) or (give_up_after_s is not None and t > give_up_after_s):
-            return _result(n, float("inf") if core.stats.warnings else t, peak, placement, spans,
-                           core, releases, sent, fault_waits, complete=False)
+        # (past the give-up only while units are left, so that the wall ends after it: a
+        # worker's exit once all is done is not part of the wall)
+        if stop_on_warning and core.stats.warnings:
+            return _result(n, float("inf"), peak, placement, spans, core, releases, sent, fault_waits,
+                           complete=False)
+        if give_up_after_s is not None and not core.finished:
+            at_least = bound.end_after(t) if bound is not None else t
+            if at_least > give_up_after_s:
+                return _result(n, at_least, peak, placement, spans, core, releases, sent, fault_waits,
+                               complete=False)
         t, n_, kind, w = heapq.heappop(events)
         if n_ in stale:
             continue
         st = ws[w]
         if kind == "down":
+            if bound is not None:
+                bound.room_grows()
             core.worker_down(w)
             for w2 in list(waiting):
                 if w2 in waiting:
@@ -271,6 +288,51 @@ def simulate(plan: Plan, *, startup_s: float, baseline_mb: float, budget_mb: flo
         raise AssertionError(f"the core made no progress: {core.pending} unit(s) pending, "
                              f"workers waiting: {waiting}")  # a bug: the core must always progress
     return _result(n, end_t, peak, placement, spans, core, releases, sent, fault_waits)
+
+
+class _LeftBound:
+    """A wall no schedule of the units not yet sent can beat.
+
+    Each unit takes at least its time less every fixture's set-up, stretched by ``slow``;
+    the workers run one unit each at a time, so those left end no sooner than their time,
+    summed, over the workers, after now. And memory: every unit the core admits fits the
+    budget (a send that does not is a warning, which ends a simulation that has a give-up),
+    so the units running at once hold at most the room the workers' floor leaves
+    (``room_mb``) beside what they share. Each holds its own memory (its peak less its
+    fixtures', the core's ``own``) while it runs: those left also end no sooner than their
+    memory times their durations, summed, over the room. That one is what stops a count
+    starved of memory early. Tails split off later only add to both (ignored: the bound
+    stays a bound). Once a worker is down, the room grows: the memory bound is dropped.
+    """
+
+    def __init__(self, units: Sequence[Unit], fixtures: Sequence[FixtureCost], workers: int, room_mb: float,
+                 slow: float) -> None:
+        fx_mb = {f.name: f.mb for f in fixtures}
+        setup = {f.name: f.setup_s for f in fixtures}
+        self.workers = workers
+        self.room_mb = room_mb
+        self.left: dict[str, tuple[float, float]] = {}  # unit -> (least duration, its own MiB x that)
+        for u in units:
+            own = max(0.0, u.peak_mb - sum(fx_mb[f] for f in u.fixtures if f in fx_mb))
+            least = max(0.0, u.wall_s - sum(setup.get(f, 0.0) for f in u.fixtures)) * slow
+            self.left[u.name] = (least, own * least)
+        self.work = sum(x for x, _ in self.left.values())
+        self.mem_work = sum(m for _, m in self.left.values())
+
+    def sent(self, name: str) -> None:
+        x, m = self.left.pop(name, (0.0, 0.0))
+        self.work -= x
+        self.mem_work -= m
+
+    def room_grows(self) -> None:
+        self.room_mb = 0.0
+
+    def end_after(self, now: float) -> float:
+        need = max(0.0, self.work) / self.workers
+        if self.room_mb > 0:
+            need = max(need, self.mem_work / self.room_mb)
+        # (less a relative 1e-9: the running sums' rounding must never make a count lose)
+        return now + need * (1 - 1e-9)
 
 
 def _result(n: int, wall: float, peak: float, placement: Mapping[str, list[str]],

@@ -80,8 +80,10 @@ def choose_workers(evaluate: Callable[[int, float | None], Candidate], budget: B
                    ) -> tuple[Candidate, list[str], list[Candidate]]:
     """Evaluate worker counts; return the chosen one, the reasons, and all evaluated.
 
-    ``evaluate(w, best_wall_s)`` simulates ``w`` workers (stopping early when it cannot
-    beat ``best_wall_s``); ``lower_bound(w)`` is a wall no schedule on ``w`` workers can
+    ``evaluate(w, give_up_s)`` simulates ``w`` workers, stopping early once its wall passes
+    ``give_up_s`` (None: the first, run to its end): the best wall so far plus what a count
+    may lose and still be chosen (``PAYS_FRACTION``, or ``doubt``), so that a count stopped
+    there could never have been chosen; ``lower_bound(w)`` is a wall no schedule on ``w`` workers can
     beat, so counts whose bound already loses are never simulated. ``doubt``: how much the
     contention figure may overstate a larger count's wall (``CALIBRATION_DOUBT`` while only a
     calibration measured it); the best-predicted larger count within it is chosen, so that
@@ -108,15 +110,16 @@ def choose_workers(evaluate: Callable[[int, float | None], Candidate], budget: B
 
     def ev(w: int) -> None:
         # a count whose lower bound loses to the best so far is not simulated; others stop
-        # early once they cannot win (over budget, or far slower)
+        # early once they cannot win (over budget, or slower than any count chosen can be)
         if w in seen:
             return
         best = _best()
-        if best is not None and lower_bound(w) > best * (1 + max(PAYS_FRACTION, doubt)):
+        give_up = None if best is None else best * (1 + max(PAYS_FRACTION, doubt))
+        if give_up is not None and lower_bound(w) > give_up:
             skipped[w] = lower_bound(w)
             return
         skipped.pop(w, None)
-        seen[w] = evaluate(w, best)
+        seen[w] = evaluate(w, give_up)
 
     ev(1)  # the lowest memory floor: the reference every other count must beat
     guess = estimate or lower_bound
@@ -166,7 +169,7 @@ def choose_workers(evaluate: Callable[[int, float | None], Candidate], budget: B
             line += (f"; {more.workers} would " + (
                 f"put a unit over the budget ({more.sim.warnings[0]}; the tree includes xdist's "
                 f"controller, which holds a baseline of {fmt_mb(worker.baseline_mb)} too)"
-                if more.sim.warnings else f"take more than {fmt_s(more.sim.wall_s)}"))
+                if more.sim.warnings else f"take at least {fmt_s(more.sim.wall_s)}"))
         elif more.sim.fits:
             gain = (chosen.sim.wall_s - more.sim.wall_s) / chosen.sim.wall_s if chosen.sim.wall_s else 0
             line += (f"; {more.workers} would give {fmt_s(more.sim.wall_s)} ({gain:+.1%} saved, "
@@ -181,7 +184,7 @@ def choose_workers(evaluate: Callable[[int, float | None], Candidate], budget: B
     if fewer is not None and fewer.sim.complete:
         line += f"; {fewer.workers} would take {fmt_s(fewer.sim.wall_s)}"
     elif fewer is not None:
-        line += f"; {fewer.workers} would take more than {fmt_s(fewer.sim.wall_s)}"
+        line += f"; {fewer.workers} would take at least {fmt_s(fewer.sim.wall_s)}"
     elif chosen.workers - 1 in skipped:
         line += (f"; {chosen.workers - 1} would take at least "
                  f"{fmt_s(skipped[chosen.workers - 1])}")
