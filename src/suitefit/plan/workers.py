@@ -7,6 +7,7 @@ than ``PAYS_FRACTION`` (below run-to-run noise) does not pay for itself.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -23,6 +24,7 @@ PAYS_FRACTION = 0.02  # an extra worker must save more than 2% of the predicted 
 # a run against `pytest -n 2`'s 10 s): the count a calibration rules out is never measured.
 CALIBRATION_DOUBT = 0.25
 EXHAUSTIVE_UP_TO = 32  # above this many candidate counts, search coarse then refine
+CAP = 2.0  # the first search gives up at this many times the best guess of a count's wall
 
 
 @dataclass(frozen=True)
@@ -103,42 +105,61 @@ def choose_workers(evaluate: Callable[[int, float | None], Candidate], budget: B
         return c, reasons, [c]
     seen: dict[int, Candidate] = {}
     skipped: dict[int, float] = {}  # counts never simulated: their lower bound already loses
+    lose = 1 + max(PAYS_FRACTION, doubt)  # a count this much slower than the best is not chosen
 
     def _best() -> float | None:
         walls = [c.sim.wall_s for c in seen.values() if c.sim.fits and c.sim.complete]
         return min(walls) if walls else None
 
-    def ev(w: int) -> None:
+    def ev(w: int, cap: float | None) -> None:
         # a count whose lower bound loses to the best so far is not simulated; others stop
-        # early once they cannot win (over budget, or slower than any count chosen can be)
+        # early once they cannot win (over budget, or slower than any count chosen can be),
+        # or past ``cap``
         if w in seen:
             return
         best = _best()
-        give_up = None if best is None else best * (1 + max(PAYS_FRACTION, doubt))
+        give_up = None if best is None else best * lose
         if give_up is not None and lower_bound(w) > give_up:
             skipped[w] = lower_bound(w)
             return
         skipped.pop(w, None)
-        seen[w] = evaluate(w, give_up)
+        seen[w] = evaluate(w, give_up if cap is None else cap if give_up is None else min(give_up, cap))
 
-    ev(1)  # the lowest memory floor: the reference every other count must beat
     guess = estimate or lower_bound
-    for w in sorted(_counts(top), key=lambda w: (guess(w), lower_bound(w), -w)):
-        ev(w)
-    if top > EXHAUSTIVE_UP_TO:  # refine between the coarse best's neighbours (bisection)
-        for _ in range(12):
-            best_c = min(seen.values(), key=lambda c: (not (c.sim.fits and c.sim.complete),
-                                                       c.sim.wall_s, c.workers))
-            below = [w for w in (*seen, *skipped) if w < best_c.workers]
-            above = [w for w in (*seen, *skipped) if w > best_c.workers]
-            lo = max(below) if below else best_c.workers
-            hi = min(above) if above else best_c.workers
-            todo = [w for w in ((lo + best_c.workers) // 2, (best_c.workers + hi + 1) // 2)
-                    if w not in seen and w not in skipped]
-            if not todo:
-                break
-            for w in todo:
-                ev(w)
+
+    def search(cap: float | None) -> None:
+        seen.clear()
+        skipped.clear()
+        # (one worker, the lowest memory floor, in turn like any count: simulated first, its
+        # long wall stopped no other count, and where a count fits, its bound rules it out)
+        for w in sorted(_counts(top), key=lambda w: (guess(w), lower_bound(w), -w)):
+            ev(w, cap)
+        if top > EXHAUSTIVE_UP_TO:  # refine between the coarse best's neighbours (bisection)
+            for _ in range(12):
+                best_c = min(seen.values(), key=lambda c: (not (c.sim.fits and c.sim.complete),
+                                                           c.sim.wall_s, c.workers))
+                below = [w for w in (*seen, *skipped) if w < best_c.workers]
+                above = [w for w in (*seen, *skipped) if w > best_c.workers]
+                lo = max(below) if below else best_c.workers
+                hi = min(above) if above else best_c.workers
+                todo = [w for w in ((lo + best_c.workers) // 2, (best_c.workers + hi + 1) // 2)
+                        if w not in seen and w not in skipped]
+                if not todo:
+                    break
+                for w in todo:
+                    ev(w, cap)
+
+    # The first count simulated has no best to give up against: where the guess misjudges it
+    # (a count starved by the fixtures its workers keep resident, which the guess does not
+    # see), it ran to its end, and the next ones to its long wall. So every count first gives
+    # up at ``CAP`` times the best guess. If the best found then is within that cap (with
+    # what a count may lose), a count stopped at the cap could not have been chosen, and the
+    # choice is the one without it; else (or when none fits) the search runs again without.
+    cap = CAP * min(guess(w) for w in _counts(top))
+    search(cap if math.isfinite(cap) and cap > 0 else None)
+    best = _best()
+    if best is None or best * lose > cap:
+        search(None)
     cands = sorted(seen.values(), key=lambda c: c.workers)
     fitting = [c for c in cands if c.sim.fits and c.sim.complete]
     if not fitting:
