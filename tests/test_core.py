@@ -319,6 +319,27 @@ def test_a_give_up_counts_the_setup_a_resident_fixture_saves() -> None:
     assert not hopeless.complete
 
 
+def test_a_give_up_drops_the_memory_bound_once_a_worker_is_shut_down_for_room() -> None:
+    # Two workers leave 600 MiB beside their floor: the 900 MiB hog runs only once one of
+    # them is shut down to make room (its floor returns). A bound that kept counting the
+    # first room would call the run hopeless (10 x 900 MiB-s over 600) when it ends in time.
+    units = [Unit("hog", ("tests/test_hog.py",), 10.0, 900.0), Unit("small", ("tests/test_small.py",), 1.0, 50.0)]
+    plan = _plan(units, budget=1600.0, workers=2)
+    kw = dict(startup_s=0.5, baseline_mb=500.0, budget_mb=1600.0, slow=1.0, exit_s=0.2, log=True)
+    full = simulate(plan, **kw)  # type: ignore[arg-type]
+    assert full.fits and any(isinstance(lg.decision, Shutdown) for lg in full.log)
+    cut = simulate(plan, give_up_after_s=full.wall_s * 1.01, stop_on_warning=True, **kw)  # type: ignore[arg-type]
+    assert cut.complete and cut.wall_s == full.wall_s
+
+
+def test_a_unit_whose_time_rounds_to_none_is_not_split() -> None:
+    # hypothesis found it: 5e-324 s over 3 tests is 0 s a test, which the tail split divided by
+    units = [Unit("tiny", ("tests/test_tiny.py",), 5e-324, 0.0, piece_setup_s=0.0, tests=3),
+             Unit("other", ("tests/test_other.py",), 0.0, 0.0)]
+    sim = simulate(_plan(units), startup_s=0.0, baseline_mb=10.0, budget_mb=10_000.0, slow=1.0)
+    assert sim.complete and sorted(u for us in sim.placement.values() for u in us) == ["other", "tiny"]
+
+
 # -- specific behaviours ------------------------------------------------------------------
 
 

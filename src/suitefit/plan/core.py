@@ -703,9 +703,9 @@ class Core:
             done, left, _ = s.seen
             each = max(now - s.start, 1e-9) / done  # the running test's time so far counts
             return now + left * each, each, left
-        if u.tests <= 0 or u.wall_s <= 0:  # not counted, or no time: nothing to split
+        each = u.wall_s * self.slow / u.tests if u.tests > 0 else 0.0
+        if each <= 0:  # not counted, or no time (a wall so small it rounds to none): nothing to split
             return s.end, 0.0, 0
-        each = u.wall_s * self.slow / u.tests
         if s.start is not None:
             return s.end, each, min(u.tests, math.ceil(max(0.0, s.end - now) / each - 1e-9))
         return s.end, each, u.tests

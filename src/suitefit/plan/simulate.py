@@ -119,8 +119,8 @@ def simulate(plan: Plan, *, startup_s: float, baseline_mb: float, budget_mb: flo
     end_t = t
     bound = None
     if give_up_after_s is not None:
-        room = budget_mb - fixed_mb - n * baseline_mb if stop_on_warning and budget_mb is not None else 0.0
-        bound = _LeftBound(core.pending_units(), plan.fixtures, n, room, slow)  # (as reconciled)
+        area = budget_mb - fixed_mb if stop_on_warning and budget_mb is not None else None
+        bound = _LeftBound(core.pending_units(), plan.fixtures, n, area, baseline_mb, slow)  # (as reconciled)
 
     stale: set[int] = set()  # events a split made obsolete
 
@@ -243,9 +243,9 @@ def simulate(plan: Plan, *, startup_s: float, baseline_mb: float, budget_mb: flo
         if stop_on_warning and core.stats.warnings:
             return _result(n, float("inf"), peak, placement, spans, core, releases, sent, fault_waits,
                            complete=False)
-        if give_up_after_s is not None and not core.finished:
+        if give_up_after_s is not None:
             at_least = bound.end_after(t) if bound is not None else t
-            if at_least > give_up_after_s:
+            if at_least > give_up_after_s and not core.finished:
                 return _result(n, at_least, peak, placement, spans, core, releases, sent, fault_waits,
                                complete=False)
         t, n_, kind, w = heapq.heappop(events)
@@ -253,8 +253,6 @@ def simulate(plan: Plan, *, startup_s: float, baseline_mb: float, budget_mb: flo
             continue
         st = ws[w]
         if kind == "down":
-            if bound is not None:
-                bound.room_grows()
             core.worker_down(w)
             for w2 in list(waiting):
                 if w2 in waiting:
@@ -293,29 +291,32 @@ def simulate(plan: Plan, *, startup_s: float, baseline_mb: float, budget_mb: flo
 class _LeftBound:
     """A wall no schedule of the units not yet sent can beat.
 
-    Each unit takes at least its time less every fixture's set-up, stretched by ``slow``;
-    the workers run one unit each at a time, so those left end no sooner than their time,
+    Each unit takes at least its time less every fixture's set-up, stretched by ``slow``.
+    The workers run one unit each at a time, so those left end no sooner than their time,
     summed, over the workers, after now. And memory: every unit the core admits fits the
-    budget (a send that does not is a warning, which ends a simulation that has a give-up),
-    so the units running at once hold at most the room the workers' floor leaves
-    (``room_mb``) beside what they share. Each holds its own memory (its peak less its
-    fixtures', the core's ``own``) while it runs: those left also end no sooner than their
-    memory times their durations, summed, over the room. That one is what stops a count
-    starved of memory early. Tails split off later only add to both (ignored: the bound
-    stays a bound). Once a worker is down, the room grows: the memory bound is dropped.
+    budget (a send that does not is a warning, which ends a simulation that has a give-up):
+    the baselines of the workers up and the own memory of the units they run (a unit's peak
+    less its fixtures', the core's ``own``; within its worker's predicted peak) stay within
+    ``area_mb``, the budget less the memory outside the workers. A running unit's worker is
+    up, so every running unit holds its own memory and a baseline: those left also end no
+    sooner than that memory times their durations, summed, over the area. That one stops
+    a count starved of memory early. Not the room the floor of all the workers leaves: a
+    worker shut down for room gives its baseline back, and a unit too large for that room
+    then runs (``tests/test_core.py``). Tails split off later only add to both (ignored: the
+    bound stays a bound).
     """
 
-    def __init__(self, units: Sequence[Unit], fixtures: Sequence[FixtureCost], workers: int, room_mb: float,
-                 slow: float) -> None:
+    def __init__(self, units: Sequence[Unit], fixtures: Sequence[FixtureCost], workers: int,
+                 area_mb: float | None, baseline_mb: float, slow: float) -> None:
         fx_mb = {f.name: f.mb for f in fixtures}
         setup = {f.name: f.setup_s for f in fixtures}
         self.workers = workers
-        self.room_mb = room_mb
-        self.left: dict[str, tuple[float, float]] = {}  # unit -> (least duration, its own MiB x that)
+        self.area_mb = area_mb
+        self.left: dict[str, tuple[float, float]] = {}  # unit -> (least duration, MiB held x that)
         for u in units:
             own = max(0.0, u.peak_mb - sum(fx_mb[f] for f in u.fixtures if f in fx_mb))
             least = max(0.0, u.wall_s - sum(setup.get(f, 0.0) for f in u.fixtures)) * slow
-            self.left[u.name] = (least, own * least)
+            self.left[u.name] = (least, (own + baseline_mb) * least)
         self.work = sum(x for x, _ in self.left.values())
         self.mem_work = sum(m for _, m in self.left.values())
 
@@ -324,13 +325,10 @@ class _LeftBound:
         self.work -= x
         self.mem_work -= m
 
-    def room_grows(self) -> None:
-        self.room_mb = 0.0
-
     def end_after(self, now: float) -> float:
         need = max(0.0, self.work) / self.workers
-        if self.room_mb > 0:
-            need = max(need, self.mem_work / self.room_mb)
+        if self.area_mb is not None and self.area_mb > 0:
+            need = max(need, self.mem_work / self.area_mb)
         # (less a relative 1e-9: the running sums' rounding must never make a count lose)
         return now + need * (1 - 1e-9)
 
