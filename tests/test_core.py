@@ -286,6 +286,10 @@ def test_a_simulation_that_gives_up_would_have_ended_past_its_give_up(data: st.D
     that would have ended by then must never be stopped, and the wall a stopped one reports
     is one its full simulation does not beat."""
     sc = data.draw(scenarios(tails=data.draw(st.booleans())))
+    if data.draw(st.booleans()):  # large baselines, little room: workers shut down to make room
+        sc["baseline"] = data.draw(st.floats(100, 600))
+        sc["fixed"] = sc["baseline"] if sc["workers"] > 1 else 0.0
+        sc["budget"] = sc["fixed"] + sc["workers"] * sc["baseline"] + data.draw(st.floats(0, 1200))
     fault = data.draw(st.sampled_from([None, 0.002]))
     plan = Plan(workers=sc["workers"], units=tuple(sc["units"]), budget=Budget(sc["budget"], 4),
                 predicted_wall_s=0, predicted_peak_mb=0, reasons=(), fixtures=tuple(sc["fx"]),
