@@ -126,6 +126,20 @@ def test_the_first_search_s_cap_never_changes_the_choice(counts: list[tuple[floa
     assert (a.workers, a.sim.wall_s, a.sim.complete) == (b.workers, b.sim.wall_s, b.sim.complete)
 
 
+def test_without_a_guess_every_count_is_simulated_once() -> None:
+    from suitefit.plan.simulate import Simulation
+    from suitefit.plan.workers import Candidate, choose_workers
+
+    asked: list[int] = []
+
+    def evaluate(w: int, give_up: float | None) -> Candidate:
+        asked.append(w)
+        return Candidate(w, (), Simulation(w, 100.0 / w + w, 100.0, {}, {}, {}))
+
+    chosen, _, _ = choose_workers(evaluate, Budget(8000, 8), WorkerCost(1.0, 100.0), 100, lambda w: 0.0)
+    assert chosen.workers == 8 and sorted(asked) == list(range(1, 9))
+
+
 SEEDED_PLAN = """
 import json, random
 from suitefit.model import Budget, CostModel, FileCost, FixtureCost, WorkerCost

@@ -156,10 +156,13 @@ def choose_workers(evaluate: Callable[[int, float | None], Candidate], budget: B
     # what a count may lose), a count stopped at the cap could not have been chosen, and the
     # choice is the one without it; else (or when none fits) the search runs again without.
     cap = CAP * min(guess(w) for w in _counts(top))
-    search(cap if math.isfinite(cap) and cap > 0 else None)
-    best = _best()
-    if best is None or best * lose > cap:
+    if not (math.isfinite(cap) and cap > 0):  # no guess to cap at
         search(None)
+    else:
+        search(cap)
+        best = _best()
+        if best is None or best * lose > cap:
+            search(None)
     cands = sorted(seen.values(), key=lambda c: c.workers)
     fitting = [c for c in cands if c.sim.fits and c.sim.complete]
     if not fitting:
