@@ -169,6 +169,11 @@ def piece_of(split: Split, tests: int) -> Unit:
 # -- state --------------------------------------------------------------------------------
 
 
+def own_mb(unit: Unit, fx_mb: Mapping[str, float]) -> float:
+    """What ``unit`` needs on a worker already holding its fixtures (its peak counts them)."""
+    return max(0.0, unit.peak_mb - sum(fx_mb[f] for f in unit.fixtures if f in fx_mb))
+
+
 class _Slot:
     __slots__ = ("end", "fx", "least", "nosplit", "own", "pos", "release", "seen", "splitting", "start",
                  "taken", "unit")
@@ -178,8 +183,7 @@ class _Slot:
         self.pos = pos
         self.taken = False
         self.fx = tuple(f for f in unit.fixtures if f in fx_mb)
-        # what it needs on a worker already holding its fixtures (a unit's peak counts them)
-        self.own = max(0.0, unit.peak_mb - sum(fx_mb[f] for f in self.fx))
+        self.own = own_mb(unit, fx_mb)
         self.least = self.own
         # fixtures released after it, in the order decided (a dict as an ordered set: sums
         # over it must not follow the hash seed's order, see ``_steps``)

@@ -27,6 +27,7 @@ from suitefit.plan.core import (
     Shutdown,
     Split,
     Wait,
+    own_mb,
     piece_of,
 )
 
@@ -238,13 +239,14 @@ def simulate(plan: Plan, *, startup_s: float, baseline_mb: float, budget_mb: flo
     for w in names:
         ask(w, t)
     while events:
-        # (past the give-up only while units are left, so that the wall ends after it: a
-        # worker's exit once all is done is not part of the wall)
         if stop_on_warning and core.stats.warnings:
             return _result(n, float("inf"), peak, placement, spans, core, releases, sent, fault_waits,
                            complete=False)
+        # (past the give-up only while units are left, so that the wall ends after it: a
+        # worker's exit once all is done is not part of the wall)
         if give_up_after_s is not None:
-            at_least = bound.end_after(t) if bound is not None else t
+            assert bound is not None
+            at_least = bound.end_after(t)
             if at_least > give_up_after_s and not core.finished:
                 return _result(n, at_least, peak, placement, spans, core, releases, sent, fault_waits,
                                complete=False)
@@ -314,9 +316,8 @@ class _LeftBound:
         self.area_mb = area_mb
         self.left: dict[str, tuple[float, float]] = {}  # unit -> (least duration, MiB held x that)
         for u in units:
-            own = max(0.0, u.peak_mb - sum(fx_mb[f] for f in u.fixtures if f in fx_mb))
             least = max(0.0, u.wall_s - sum(setup.get(f, 0.0) for f in u.fixtures)) * slow
-            self.left[u.name] = (least, (own + baseline_mb) * least)
+            self.left[u.name] = (least, (own_mb(u, fx_mb) + baseline_mb) * least)
         self.work = sum(x for x, _ in self.left.values())
         self.mem_work = sum(m for _, m in self.left.values())
 

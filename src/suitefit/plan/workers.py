@@ -123,7 +123,8 @@ def choose_workers(evaluate: Callable[[int, float | None], Candidate], budget: B
             skipped[w] = lower_bound(w)
             return
         skipped.pop(w, None)
-        seen[w] = evaluate(w, give_up if cap is None else cap if give_up is None else min(give_up, cap))
+        limits = [x for x in (give_up, cap) if x is not None]
+        seen[w] = evaluate(w, min(limits) if limits else None)
 
     guess = estimate or lower_bound
 
