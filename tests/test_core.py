@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import math
 import operator
 import random
 from collections import Counter
@@ -20,7 +21,17 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from suitefit.model import Budget, FixtureCost, Plan, Unit
-from suitefit.plan.core import Core, Decision, Release, Send, Shutdown, Split, Wait, chunk_of
+from suitefit.plan.core import (
+    Core,
+    Decision,
+    Release,
+    Send,
+    Shutdown,
+    Split,
+    Wait,
+    _MinTree,
+    chunk_of,
+)
 from suitefit.plan.simulate import simulate
 from suitefit.xdist_sched import SuitefitScheduling
 
@@ -121,6 +132,11 @@ def drive(sc: dict) -> tuple[Core, list[tuple[str, Send]], float]:
             assert core._pinned_mb(s.fx) == pytest.approx(
                 sum(core._fx_mb[f] for f in fresh if f not in s.fx) + core._kept_sum, abs=1e-6)
         assert core._busy == {x.name for x in core._workers.values() if (x.queue and not x.waiting) or x.draining}
+        frees = [core._free_at(x, 0.0) for x in core._workers.values()]
+        for cw in core._workers.values():  # the holding worker's question, as first written
+            for bar in {0.0, *(f - 1e-9 for f in frees), *frees, *(f + 1e-9 for f in frees)}:
+                assert core._free_sooner(cw, 0.0, bar) == any(
+                    o is not cw and core._free_at(o, 0.0) < bar for o in core._workers.values())
         assert core.running_mb == pytest.approx(core.fixed_mb + sum(core._visible(x) for x in core._workers.values()))
         for cw in core._workers.values():
             pending = [(core._walk(cw, s)[0], s.pos) for s in core._slots if not s.taken]
@@ -207,6 +223,21 @@ def drive(sc: dict) -> tuple[Core, list[tuple[str, Send]], float]:
                 if stage[o] in ("idle", "held"):
                     ask(o)
     return core, sends, peak
+
+
+@SETTINGS
+@given(st.lists(st.one_of(st.floats(0, 100), st.just(math.inf)), min_size=1, max_size=70),
+       st.data())
+def test_the_min_tree_finds_the_first_slot_within_a_limit(values: list[float], data: st.DataObject) -> None:
+    tree = _MinTree(values)
+    for i in data.draw(st.lists(st.integers(0, len(values) - 1), max_size=len(values))):
+        tree.clear(i)  # a slot taken
+        values[i] = math.inf
+    for _ in range(20):
+        start = data.draw(st.integers(0, len(values) + 2))
+        x = data.draw(st.one_of(st.floats(0, 100), st.sampled_from([v for v in values if v < math.inf] or [0.0])))
+        want = next((j for j in range(start, len(values)) if values[j] <= x), -1)
+        assert tree.first_at_most(start, x) == want
 
 
 @SETTINGS
@@ -305,6 +336,20 @@ def test_a_simulation_that_gives_up_would_have_ended_past_its_give_up(data: st.D
         assert cut.complete and cut.wall_s == full.wall_s
     if not cut.complete:
         assert give_up < cut.wall_s <= full.wall_s + 1e-9
+
+
+def test_a_count_that_ends_exactly_at_its_give_up_completes() -> None:
+    # hypothesis found it: eighteen 1 s units and two of 0.01 s on one worker. Subtracting
+    # the sent units' time from the sum left 3e-15 s of work once none was left, and the
+    # bound put the end 4e-15 s past a give-up equal to the full run's wall.
+    units = [Unit(name=f"u{i}", files=(f"tests/test_{i}.py",), wall_s=1.0, peak_mb=0.0) for i in range(18)]
+    units += [Unit(name=f"v{i}", files=(f"tests/test_v{i}.py",), wall_s=0.01, peak_mb=0.0) for i in range(2)]
+    plan = Plan(workers=1, units=tuple(units), budget=Budget(0.0, 4), predicted_wall_s=0, predicted_peak_mb=0,
+                reasons=())
+    kw = dict(startup_s=0.5, baseline_mb=0.0, budget_mb=0.0, fixed_mb=0.0, exit_s=0.3)
+    full = simulate(plan, **kw)  # type: ignore[arg-type]
+    cut = simulate(plan, give_up_after_s=full.wall_s, stop_on_warning=True, **kw)  # type: ignore[arg-type]
+    assert cut.complete and cut.wall_s == full.wall_s
 
 
 def test_a_give_up_counts_the_setup_a_resident_fixture_saves() -> None:

@@ -247,7 +247,10 @@ def simulate(plan: Plan, *, startup_s: float, baseline_mb: float, budget_mb: flo
         if give_up_after_s is not None:
             assert bound is not None
             at_least = bound.end_after(t)
-            if at_least > give_up_after_s and not core.finished:
+            # (a hair past it: the bound's running sums and the clock's round apart, and a
+            # count that ends exactly at its give-up must complete; hypothesis found one
+            # stopped 4e-15 s past it)
+            if at_least > give_up_after_s * (1 + 1e-9) + 1e-9 and not core.finished:
                 return _result(n, at_least, peak, placement, spans, core, releases, sent, fault_waits,
                                complete=False)
         t, n_, kind, w = heapq.heappop(events)
@@ -325,6 +328,8 @@ class _LeftBound:
         x, m = self.left.pop(name, (0.0, 0.0))
         self.work -= x
         self.mem_work -= m
+        if not self.left:  # nothing left: none, not what the subtractions' rounding leaves
+            self.work = self.mem_work = 0.0
 
     def end_after(self, now: float) -> float:
         need = max(0.0, self.work) / self.workers
