@@ -795,8 +795,8 @@ class Core:
         for every pending unit of every waiting worker when none runs a test (at 64 workers,
         a walk of each queue there made planning take minutes)."""
         mb, res = self._fx_mb, w.resident
-        # sending ``s`` here releases those first: ``_held_after``, inline (asked ~30 times a
-        # decision when memory is short)
+        # sending ``s`` here releases those first: ``_held_after``, with ``_freeable``'s check
+        # inline (asked ~30 times a decision when memory is short)
         if w.freeable_version != w.version or w.freeable_freed != self._freed_version:
             self._freeable(w)
         held, kept = w.held - w.freeable_mb if w.freeable else w.held, w.kept_end
@@ -832,9 +832,7 @@ class Core:
     def _held_after(self, w: _Worker) -> float:
         """The fixture memory a unit sent to ``w`` runs beside: what stays resident after the
         queue, less what the send releases (to a pending unit, which uses none of them)."""
-        if w.freeable_version != w.version or w.freeable_freed != self._freed_version:
-            self._freeable(w)  # (else its answer is kept: asked for nearly every fit)
-        return w.held - w.freeable_mb if w.freeable else w.held
+        return w.held - w.freeable_mb if self._freeable(w) else w.held
 
     def _free_at(self, w: _Worker, now: float) -> float:
         """When ``w`` is predicted to need its next unit."""
