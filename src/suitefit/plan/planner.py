@@ -8,6 +8,7 @@ fewest workers that reach the best predicted wall inside the budget.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
@@ -322,6 +323,7 @@ def _plan_one(costs: CostModel, budget: Budget, rules: GroupingRules,
     n_units_max += sum(min(fc.tests, budget.cpus) - 1 for fc in fcs.values() if fc.tests >= 2)
     file_work = sum(fc.wall_s for fc in fcs.values())
 
+    @functools.cache  # (asked again and again per count by the search; each a pass over every file)
     def lower_bound(w: int) -> float:
         # no schedule beats the startup plus the larger of an even share and the longest
         # file (as its chunks, when it has tests enough to split), nor the controller's floor
@@ -331,6 +333,7 @@ def _plan_one(costs: CostModel, budget: Budget, rules: GroupingRules,
 
     mem_work = sum(fc.wall_s * fc.peak_mb for fc in fcs.values())
 
+    @functools.cache
     def estimate(w: int) -> float:
         """The order counts are tried in: the lower bound, or, where the budget leaves the
         files too little room beside the workers' floor, the wall their memory alone needs
