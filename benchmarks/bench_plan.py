@@ -55,8 +55,8 @@ def synth_suite(n_files: int, tests_per_file: int, pools: int, seed: int = 7) ->
     return durations, peaks, pool_of, pools_cost
 
 
-def write_synth_history(path: Path, runs: int = 3, workers: int = 4) -> int:
-    durations, peaks, pool_of, pools = synth_suite(N_FILES, TESTS_PER_FILE, POOLS)
+def write_synth_history(path: Path, runs: int = 3, workers: int = 4, n_files: int = N_FILES) -> int:
+    durations, peaks, pool_of, pools = synth_suite(n_files, TESTS_PER_FILE, POOLS)
     rnd = random.Random(11)
     n_tests = 0
     with History(path) as h:

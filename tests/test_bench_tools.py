@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -270,3 +271,37 @@ def test_bench_faults_reports_the_three_cases_and_refuses_bad_input() -> None:
     bad = subprocess.run([sys.executable, str(FAULTS_PATH), "--mb", "0"], capture_output=True, text=True, timeout=30)
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
     assert bad.stderr.strip().splitlines()[-1].startswith("bench_faults.py: error:")
+
+
+PLAN_AB_PATH = Path(__file__).resolve().parent.parent / "benchmarks" / "bench_plan_ab.py"
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _plan_ab(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, str(PLAN_AB_PATH), *args], capture_output=True, text=True, timeout=300)
+
+
+def test_bench_plan_ab_tells_the_same_plans_from_different_ones(tmp_path: Path) -> None:
+    # against itself: every plan the same; against a copy whose worker search asks an extra
+    # worker to save half the wall: a different count, so a different plan, and exit 1
+    small = ("--rounds", "1", "--files", "60", "--configs", "2:16384")
+    same = _plan_ab("--against", str(REPO), *small)
+    assert same.returncode == 0, same.stderr
+    assert "| 2:16384 |" in same.stdout and "| same |" in same.stdout
+    other = tmp_path / "other"
+    shutil.copytree(REPO / "src", other / "src", ignore=shutil.ignore_patterns("__pycache__"))
+    workers = other / "src" / "suitefit" / "plan" / "workers.py"
+    text = workers.read_text()
+    assert "PAYS_FRACTION = 0.02" in text
+    workers.write_text(text.replace("PAYS_FRACTION = 0.02", "PAYS_FRACTION = 0.9"))
+    differ = _plan_ab("--against", str(other), *small)
+    assert differ.returncode == 1, differ.stdout + differ.stderr
+    assert "| DIFFER |" in differ.stdout
+
+
+@pytest.mark.parametrize("args", [["--against", "/"], ["--against", str(REPO), "--configs", "4:x"],
+                                  ["--against", str(REPO), "--rounds", "0"]])
+def test_bench_plan_ab_bad_input_is_one_line(args: list[str]) -> None:
+    bad = _plan_ab(*args)
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+    assert len(bad.stderr.strip().splitlines()) == 1 and bad.stderr.startswith("bench_plan_ab: ")
