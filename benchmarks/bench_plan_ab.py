@@ -48,15 +48,14 @@ json.dump(out, sys.stdout)
 
 def _configs(text: str) -> list[str]:
     out = []
-    for c in text.split(","):
-        cpus, sep, mb = c.strip().partition(":")
-        if not sep or not cpus.isdigit() or int(cpus) < 1:
-            raise ValueError(f"a budget is CPUS:MIB (e.g. 64:16384), got {c.strip()!r}")
+    for c in (c.strip() for c in text.split(",")):
+        cpus, _, mb = c.partition(":")
         try:
-            if float(mb) <= 0:
-                raise ValueError
+            ok = int(cpus) >= 1 and float(mb) > 0
         except ValueError:
-            raise ValueError(f"a budget is CPUS:MIB (e.g. 64:16384), got {c.strip()!r}") from None
+            ok = False
+        if not ok:
+            raise ValueError(f"a budget is CPUS:MIB (e.g. 64:16384), got {c!r}")
         out.append(f"{int(cpus)}:{mb}")
     return out
 

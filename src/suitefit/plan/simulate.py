@@ -247,10 +247,7 @@ def simulate(plan: Plan, *, startup_s: float, baseline_mb: float, budget_mb: flo
         if give_up_after_s is not None:
             assert bound is not None
             at_least = bound.end_after(t)
-            # (a hair past it: the bound's running sums and the clock's round apart, and a
-            # count that ends exactly at its give-up must complete; hypothesis found one
-            # stopped 4e-15 s past it)
-            if at_least > give_up_after_s * (1 + 1e-9) + 1e-9 and not core.finished:
+            if at_least > give_up_after_s and not core.finished:
                 return _result(n, at_least, peak, placement, spans, core, releases, sent, fault_waits,
                                complete=False)
         t, n_, kind, w = heapq.heappop(events)
@@ -335,8 +332,10 @@ class _LeftBound:
         need = max(0.0, self.work) / self.workers
         if self.area_mb is not None and self.area_mb > 0:
             need = max(need, self.mem_work / self.area_mb)
-        # (less a relative 1e-9: the running sums' rounding must never make a count lose)
-        return now + need * (1 - 1e-9)
+        # (less a hair, relative and absolute: the running sums and the clock round apart, and
+        # a count that ends exactly at its give-up must complete; hypothesis found one stopped
+        # 4e-15 s past it)
+        return now + need * (1 - 1e-9) - 1e-9 * (now + 1.0)
 
 
 def _result(n: int, wall: float, peak: float, placement: Mapping[str, list[str]],
