@@ -135,6 +135,50 @@ def test_a_test_that_hung_to_its_timeout_does_not_set_its_files_cost(tmp_path: P
     assert 0 < dist.last_s <= dist.wall_s and 0.15 < ok.last_s < 1.0  # a file's last test
 
 
+def test_a_run_of_some_of_a_files_tests_does_not_set_its_cost(tmp_path: Path) -> None:
+    # `suitefit run -- -k ...`, `--lf` or `FILE::TEST` ran a few of a file's tests: the file
+    # took a fraction of its time, and the next full plan priced it at that (six files of 0.4 s
+    # planned at 0.1 s after three such runs). Such runs are recorded as partial for the files
+    # they narrowed, in the serial process and in every xdist worker, and are not read while
+    # a run of the whole file exists.
+    import subprocess
+    import sys
+
+    (tmp_path / "test_a.py").write_text(
+        "import time\n" + "".join(f"def test_{i}(): time.sleep(0.1)\n" for i in range(4)))
+    (tmp_path / "test_b.py").write_text("import time\ndef test_b(): time.sleep(0.1)\n")
+    hist = tmp_path / "h.sqlite"
+
+    def pytest_run(*args: str) -> None:
+        res = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--suitefit",
+                              f"--suitefit-history={hist}", *args], cwd=tmp_path, capture_output=True,
+                             text=True, timeout=120)
+        assert res.returncode == 0, res.stdout + res.stderr
+
+    pytest_run("-n", "0")  # the whole suite
+    pytest_run("-n", "2", "-k", "test_1")  # test_a.py in part; test_b.py not at all
+    pytest_run("-n", "0", "test_a.py::test_2", "test_b.py")  # a node id narrows test_a.py only
+    with History(hist) as h:
+        partial = h.partial_files([r.id for r in h.runs()])
+        cm = build_cost_model(h)
+    assert partial == {(2, "test_a.py"), (3, "test_a.py")}
+    by = {f.path: f for f in cm.files}
+    assert 0.35 < by["test_a.py"].wall_s < 0.6, by["test_a.py"]  # four tests, not one
+    assert by["test_a.py"].tests == 4 and by["test_a.py"].whole
+    # with only partial runs left, they are read, and the plan says so
+    with History(hist) as h:
+        h.execute("DELETE FROM files WHERE run_id = 1")
+        cm = build_cost_model(h)
+    a = next(f for f in cm.files if f.path == "test_a.py")
+    assert not a.whole and a.wall_s < 0.3
+    from suitefit.model import Budget
+    from suitefit.plan.planner import make_plan
+
+    plan = make_plan(cm, Budget(4096.0, 2))
+    assert any("1 file(s) measured only in runs that selected some of their tests" in r and "test_a.py" in r
+               for r in plan.reasons), plan.reasons
+
+
 def test_the_slowdown_is_weighted_by_time_and_leaves_anomalies_out(tmp_path: Path) -> None:
     # networkx: its long files ran 0.8x their serial time in two workers while the median
     # file ran 1.07x; the plan's lanes are sums of file times, so the long files decide.

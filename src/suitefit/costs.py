@@ -228,7 +228,8 @@ def _files(history: History, run_ids: Sequence[int], last: int,
         f"SELECT run_id, worker, path, started, wall_s, cpu_s, tests, peak_mb, baseline_mb FROM files "
         f"WHERE run_id IN ({_q(run_ids)}) ORDER BY run_id, worker, started")
     doubt = _doubtful(history, run_ids)
-    # per (run, path): [wall, cpu, tests, peak]
+    partial = history.partial_files(run_ids)
+    # per (run, path): [wall, cpu, tests, peak, doubtful, partial]
     per: dict[tuple[int, str], list[float]] = {}
     set_up = _set_up_here(rows, fx_on_worker, fx_users)
     kept = _kept(rows, set_up, _runs_with_releases(history, run_ids))
@@ -236,7 +237,9 @@ def _files(history: History, run_ids: Sequence[int], last: int,
             rows, set_up, strict=True):
         # the fixtures' setup and memory are the fixtures', not the first file's that used them
         wall, peak = max(0.0, float(wall_s) - fx_s), max(0.0, float(peak_mb) - fx_mb)
-        acc = per.setdefault((run_id, path), [0.0, 0.0, 0.0, 0.0, 0.0])
+        acc = per.setdefault((run_id, path), [0.0, 0.0, 0.0, 0.0, 0.0, 0.0])
+        if (int(run_id), str(path)) in partial:  # some of its tests only: not the file's time
+            acc[5] = 1.0
         d = doubt.get((int(run_id), str(path)))
         if d is not None:  # its failed tests count at its passing tests' average, not their time
             wall = max(0.0, wall - d[0] + d[1])
@@ -290,6 +293,8 @@ def _files(history: History, run_ids: Sequence[int], last: int,
     timed: dict[str, list[tuple[int, list[float]]]] = {}  # the runs a file's time is taken from
     for path, rs in by_path.items():
         rs.sort(key=lambda r: -r[0])
+        entire = [r for r in rs if not r[1][5]]
+        rs = entire or rs  # runs that selected some of its tests only: only if no other
         clean = [r for r in rs if not r[1][4]]
         by_path[path] = (clean or rs)[:last]  # runs where it failed, timed out or crashed: only if no other
         timed[path] = by_path[path]
@@ -315,6 +320,7 @@ def _files(history: History, run_ids: Sequence[int], last: int,
             measured=True,
             last_s=min(last_test.get((rs[0][0], path), 0.0), wall),
             trusted=not clean_missing(rs),
+            whole=not all(r[1][5] for r in rs),
             kept_mb=median(ks) if (ks := [kept[(r[0], path)] for r in rs if (r[0], path) in kept]) else 0.0,
         )
     work = sum(f.wall_s for f in out.values())
@@ -575,7 +581,7 @@ def _slowdown(n_of: Mapping[int, int], per: Mapping[tuple[int, str], list[float]
     serial: dict[str, list[float]] = {}
     tests: dict[str, float] = {}
     for (run_id, path), acc in per.items():
-        if n_of.get(run_id, 0) <= 1 and not acc[4]:
+        if n_of.get(run_id, 0) <= 1 and not acc[4] and not acc[5]:
             serial.setdefault(path, []).append(acc[0])
             tests[path] = max(tests.get(path, 0.0), acc[2])
     ref = {p: median(v) for p, v in serial.items()}
@@ -587,7 +593,7 @@ def _slowdown(n_of: Mapping[int, int], per: Mapping[tuple[int, str], list[float]
         n = n_of.get(run_id, 0)
         # files touching much memory, where faults are modelled: their slowdown is the faults
         # beside them (``fault_cost``), not CPU sharing
-        if n >= 2 and path in ref and not acc[4] and not (heavy_apart and acc[3] >= FAULT_MIN_MB):
+        if n >= 2 and path in ref and not acc[4] and not acc[5] and not (heavy_apart and acc[3] >= FAULT_MIN_MB):
             pairs.setdefault(n, {}).setdefault(run_id, []).append((acc[0], ref[path], acc[2]))
     out: dict[int, float] = {}
     by_run: dict[int, float] = {}
@@ -719,10 +725,11 @@ def _peak_errors(history: History, limit: int = PEAK_ERROR_RUNS) -> tuple[float,
         try:
             plan = json.loads(plan_text)
             predicted = float(plan["predicted_peak_mb"])
-            sampler = float(meta_of(meta_text).get("sampler_rss_mb") or 0.0)
+            meta = meta_of(meta_text)
+            sampler = float(meta.get("sampler_rss_mb") or 0.0)
         except (ValueError, KeyError, TypeError):
             continue
-        if predicted > 0 and _learned_from(plan):
+        if predicted > 0 and _learned_from(plan) and not meta.get("part_of_plan"):
             out.append((float(peak) + sampler) / predicted - 1.0)
     return tuple(out)
 
@@ -739,10 +746,12 @@ def _wall_errors(history: History, limit: int = PEAK_ERROR_RUNS) -> tuple[float,
         try:
             plan = json.loads(plan_text)
             predicted = float(plan["predicted_wall_s"])
-            took = meta_of(meta_text).get("command_wall_s")
+            meta = meta_of(meta_text)
+            took = meta.get("command_wall_s")
         except (ValueError, KeyError, TypeError):
             continue
-        if predicted > 0 and isinstance(took, (int, float)) and took > 0 and _learned_from(plan):
+        if (predicted > 0 and isinstance(took, (int, float)) and took > 0 and _learned_from(plan)
+                and not meta.get("part_of_plan")):
             out.append(float(took) / predicted - 1.0)
     return tuple(out)
 

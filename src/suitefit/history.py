@@ -403,6 +403,21 @@ class History(HistoryDB):
             with self._tx() as db:
                 db.executemany(sql, data)
 
+    def add_partial_files(self, run_id: int, paths: Iterable[str]) -> None:
+        """Files of which the run selected only some tests (``-k``, ``-m``, ``--deselect``,
+        ``--lf``, a node id): their times there are not their files' (``costs``)."""
+        data = [(run_id, p) for p in paths]
+        if data:
+            with self._tx() as db:
+                db.executemany("INSERT OR IGNORE INTO partial_files (run_id, path) VALUES (?, ?)", data)
+
+    def partial_files(self, run_ids: Iterable[int]) -> set[tuple[int, str]]:
+        ids = ",".join(str(int(r)) for r in run_ids)
+        if not ids:
+            return set()
+        return {(int(r), str(p)) for r, p in self.execute(
+            f"SELECT run_id, path FROM partial_files WHERE run_id IN ({ids})")}
+
     def add_samples(self, rows: Sequence[SampleRecord]) -> None:
         self.add_sample_rows([_as_row(r, SAMPLE_COLUMNS) for r in rows])
 

@@ -95,6 +95,11 @@ CREATE TABLE IF NOT EXISTS fixture_files (
     file TEXT NOT NULL,
     PRIMARY KEY (run_id, name, file)
 );
+CREATE TABLE IF NOT EXISTS partial_files (
+    run_id INTEGER NOT NULL REFERENCES runs(id),
+    path TEXT NOT NULL,
+    PRIMARY KEY (run_id, path)
+);
 CREATE TABLE IF NOT EXISTS samples (
     run_id INTEGER NOT NULL REFERENCES runs(id),
     t REAL NOT NULL,

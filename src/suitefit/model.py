@@ -33,6 +33,7 @@ class FileCost:
     measured: bool = True  # False: never seen, a stated default
     last_s: float = 0.0  # its last test's time (an xdist worker holds that test until a next unit)
     trusted: bool = True  # False: measured only in runs where its tests timed out, crashed or stopped
+    whole: bool = True  # False: measured only in runs that selected some of its tests (-k, a node id)
     # memory its worker still holds after it (caches, imported modules, globals): the next
     # file's baseline less its own, less the persistent fixtures it set up; signed
     kept_mb: float = 0.0

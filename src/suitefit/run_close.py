@@ -101,6 +101,10 @@ class RunClose:
                   f"(nothing measured yet)\n")
         else:
             basis = "" if m is None or m.complete else f"; {m.words()}"
+            part = self.part_of_plan()
+            if part:  # its errors are not the predictions' (costs._wall_errors)
+                h.merge_run_meta(self.run_id, part_of_plan=True)
+                basis += f"; {part}: the plan predicted it all"
             contention = f" {CONTENTION_UNKNOWN}" if m is not None and m.contention_unknown else ""
             stolen = run.meta_dict.get("host_steal")
             if notable(stolen):
@@ -124,6 +128,23 @@ class RunClose:
         # whose worker died (that line says what happened).
         self.explain_failures(diagnose=exitstatus == EXIT_FAILED and not died)
         self.out.flush()
+
+    def part_of_plan(self) -> str:
+        """What the run left out of the plan's files (a path argument, ``-k``, a node id), in
+        words; "" when it ran them all. Such a run's predictions are not compared with what
+        it measured (``costs._wall_errors``), and its partial files' times not read."""
+        h = self.history
+        planned = {f for u in self.plan.units for f in u.files}
+        ran = {str(r[0]) for r in h.execute("SELECT DISTINCT file FROM tests WHERE run_id = ?", [self.run_id])}
+        narrowed = len(h.partial_files([self.run_id]))
+        root = Path(h.run(self.run_id).rootdir or ".")
+        left = sum(1 for f in planned - ran if (root / f).exists())  # a deleted file is no choice of the run's
+        if not left and not narrowed:
+            return ""
+        words = [f"{len(planned) - left} of the plan's {len(planned)} files ran"] if left else []
+        if narrowed:
+            words.append(f"{narrowed} of them only in part")
+        return ", ".join(words) if left else f"{narrowed} file(s) ran only in part"
 
     def explain_failures(self, diagnose: bool = True) -> None:
         """A line per new failure; with --explain-failures, their diagnosis, remembered.

@@ -129,6 +129,7 @@ def write_result(h: History, run_id: int, k: int, n: int, out: Path) -> dict[str
         "workers": [_strip(asdict(w)) for w in h.workers(run_id)],
         "fixtures": [_strip(asdict(f)) for f in h.fixtures(run_id)],
         "fixture_files": h.fixture_files(run_id),
+        "partial_files": sorted(p for _, p in h.partial_files([run_id])),
     }
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -249,5 +250,6 @@ def fold_into_history(h: History, results: Sequence[dict[str, Any]]) -> list[int
             h.upsert_worker(WorkerRecord(run_id=rid, **{**w, "worker": prefix + w["worker"]}))
         h.add_fixtures([FixtureRecord(run_id=rid, **{**f, "worker": prefix + f["worker"]}) for f in r["fixtures"]])
         h.add_fixture_files(rid, [(name, f) for name, files in r.get("fixture_files", {}).items() for f in files])
+        h.add_partial_files(rid, r.get("partial_files", ()))  # absent from results written before
         ids.append(rid)
     return ids

@@ -12,7 +12,7 @@ the ``files`` rows are the sampler process's (``watcher.py``).
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -105,6 +105,23 @@ def short_reason(report: Any) -> str | None:
     return first if len(first) <= REASON_CHARS else first[: REASON_CHARS - 1] + "…"
 
 
+def partial_files(session: pytest.Session, deselected: set[str]) -> set[str]:
+    """The files this run selected only some tests of: some were deselected (``-k``, ``-m``,
+    ``--deselect``, ``--lf``), or a node id named its tests (``FILE::TEST``). Their times
+    here are not their files' times, which the next plans read (``costs``). Whole files
+    left out (a shard's, a calibration's slice) ran nothing and are not partial."""
+    narrowed = {os.path.abspath(os.path.join(session.config.invocation_params.dir, a.split("::", 1)[0]))
+                for a in session.config.args if "::" in a}
+    if not deselected and not narrowed:  # the usual run: no pass over the items
+        return set()
+    out: set[str] = set()
+    for item in session.items:
+        f = file_of(item.nodeid)
+        if f in deselected or (narrowed and str(item.path) in narrowed):
+            out.add(f)
+    return out
+
+
 def outcome_of(outcome: str, report: pytest.TestReport) -> str:
     """Fold one phase report into the test's outcome so far (error beats failed beats skipped)."""
     if report.when == "call":
@@ -160,6 +177,7 @@ class WorkerRecorder:
         self._finished = False
         self._fixture_now: str | None = None
         self._autouse: set[str] = set()  # fixtures some test gets as autouse
+        self._deselected: set[str] = set()  # files some of whose tests were deselected
         self._last_flush = self._tick_at = timing.monotonic()
         self.started_by: dict[int, str] = {}  # pid -> the test or fixture that started it
         self._kids_raw = b""
@@ -216,6 +234,10 @@ class WorkerRecorder:
                         pairs.add((name, path))
                 self._autouse.update(autouse_names(item, info))
         self.history.add_fixture_files(self.run_id, sorted(pairs))
+        self.history.add_partial_files(self.run_id, sorted(partial_files(session, self._deselected)))
+
+    def pytest_deselected(self, items: Sequence[pytest.Item]) -> None:
+        self._deselected.update(file_of(i.nodeid) for i in items)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, Any, Any]:

@@ -396,12 +396,15 @@ def _plan_one(costs: CostModel, budget: Budget, rules: GroupingRules,
                        f"{per_test * 1000:.2f} ms of its CPU a test (measured), {fmt_s(per_test * n_tests)} "
                        f"for {n_tests:,} tests; no count of workers runs them faster, and this "
                        f"prediction is that floor")
-    doubtful = sorted(fc.path for fc in fcs.values() if not fc.trusted)
-    if doubtful:
-        reasons.append(f"{len(doubtful)} file(s) measured only in runs where some of their tests "
-                       f"failed, timed out or crashed ({', '.join(doubtful[:3])}"
-                       f"{', ...' if len(doubtful) > 3 else ''}): those tests count at their file's "
-                       f"passing average, not their recorded time")
+    for flag, runs, then in (
+            ("trusted", "where some of their tests failed, timed out or crashed",
+             "those tests count at their file's passing average, not their recorded time"),
+            ("whole", "that selected some of their tests (-k, -m, --deselect, --lf or a node id)",
+             "planned at what those tests took; a run of the whole file measures it")):
+        paths = sorted(fc.path for fc in fcs.values() if not getattr(fc, flag))
+        if paths:
+            reasons.append(f"{len(paths)} file(s) measured only in runs {runs} ({', '.join(paths[:3])}"
+                           f"{', ...' if len(paths) > 3 else ''}): {then}")
     if not costs.runs_used:
         reasons.append("no history: every file gets a default cost; run `suitefit profile` "
                        "to plan from measurements")

@@ -389,6 +389,9 @@ def _plan(v: RunView) -> str:
     if p.measured is not None and p.measured.nothing:
         out.insert(0, _note("Nothing was measured when this plan was made: its predicted wall and peak "
                             "are guesses from default costs, not forecasts."))
+    if pc.part:
+        out.insert(0, _note("This run ran part of the plan (a path argument, -k, -m, --lf or a node id): "
+                            "the plan predicted all of its files, so the two do not compare."))
     if p.reasons:
         out.append("<h4>Why</h4><ul>" + "".join(f"<li>{escape(r)}</li>" for r in p.reasons) + "</ul>")
     if p.warnings:

@@ -62,6 +62,8 @@ def render_markdown(v: RunView) -> str:
         rows.append(["plan: peak", f"{predicted(p, 'peak', fmt_mb(p.predicted_peak_mb))}, measured {fmt_mb(v.plan.peak_mb)}"])
         if p.measured is not None:
             rows.append(["plan: based on", p.measured.words()])
+        if v.plan.part:
+            rows.append(["plan: compared", "no: this run ran part of the plan's files (a path, -k, a node id)"])
     lines += _table(["", f"run {r.id}"], rows)
     if v.crash is not None:
         c = v.crash

@@ -160,6 +160,7 @@ class PlanCheck:
     peak_mb: float | None
     workers: int
     units: tuple[UnitCheck, ...]
+    part: bool = False  # the run left files out or ran some in part: not the plan's whole
 
 
 @dataclass
@@ -543,6 +544,7 @@ def _plan_check(plan: Plan, view: RunView) -> PlanCheck:
         peak_mb=view.peak_rss_mb,
         workers=run.workers or len(view.workers),
         units=tuple(units),
+        part=bool(run.meta_dict.get("part_of_plan")),
     )
 
 
