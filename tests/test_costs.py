@@ -179,6 +179,26 @@ def test_a_run_of_some_of_a_files_tests_does_not_set_its_cost(tmp_path: Path) ->
                for r in plan.reasons), plan.reasons
 
 
+def test_a_file_deleted_since_it_was_measured_is_not_planned(tmp_path: Path) -> None:
+    # It would be a unit that never runs, its time in every prediction, until it left the
+    # history's window. A root where no measured file exists (the history carried to another
+    # checkout path) judges nothing.
+    files = {p: SynthFile(p, 1.0) for p in ("tests/test_a.py", "tests/test_b.py", "tests/test_c.py")}
+    write_history(tmp_path / "h.sqlite", [SynthRun(_one_worker(files), files)])
+    here, elsewhere = tmp_path / "checkout", tmp_path / "elsewhere"
+    (here / "tests").mkdir(parents=True)
+    elsewhere.mkdir()
+    for p in ("tests/test_a.py", "tests/test_c.py"):
+        (here / p).write_text("def test_x(): pass\n")
+    with History(tmp_path / "h.sqlite") as h:
+        now = build_cost_model(h, root=here)
+        carried = build_cost_model(h, root=elsewhere)
+    assert [f.path for f in now.files] == ["tests/test_a.py", "tests/test_c.py"]
+    assert any(n.startswith(f"1 file(s) measured before no longer exist under {here}: not planned "
+                            "(tests/test_b.py)") for n in now.notes), now.notes
+    assert len(carried.files) == 3 and not any("no longer exist" in n for n in carried.notes)
+
+
 def test_the_slowdown_is_weighted_by_time_and_leaves_anomalies_out(tmp_path: Path) -> None:
     # networkx: its long files ran 0.8x their serial time in two workers while the median
     # file ran 1.07x; the plan's lanes are sums of file times, so the long files decide.

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -83,6 +83,12 @@ def build_cost_model(history: History | None, *, files: Sequence[str] = (),
         fixtures, fx_rows, fx_files = _fixtures(history, run_ids)
         fcosts, used_runs, (slowdown, run_slowdown, unconfirmed, first_uses), fault = _files(
             history, run_ids, last, fx_rows, fx_files)
+        gone = gone_files(fcosts, root)
+        for path in gone:
+            del fcosts[path]
+        if gone:
+            notes.append(f"{len(gone)} file(s) measured before no longer exist under {root}: not planned "
+                         f"({', '.join(gone[:3])}{', ...' if len(gone) > 3 else ''})")
         worker, wnote, startups = _worker(history, sorted(used_runs))
         controller_s = _controller_start(history, sorted(used_runs))
         notes.append(wnote)
@@ -142,6 +148,19 @@ def build_cost_model(history: History | None, *, files: Sequence[str] = (),
         constraints=tuple(honoured),
         dropped_constraints=tuple(dropped),
     )
+
+
+def gone_files(paths: Iterable[str], root: Path | None) -> list[str]:
+    """The measured files (rootdir-relative, as in node ids) no longer under ``root``: a
+    test file deleted or moved since. Each would be planned as a unit that never runs, with
+    its time in every prediction, until it left the history's window. Where none of them is
+    there (a history carried to another checkout path, a root above the rootdir), nothing
+    can be judged and none is gone."""
+    if root is None or not root.is_dir():
+        return []
+    paths = list(paths)
+    missing = [p for p in paths if not (root / p).exists()]
+    return sorted(missing) if len(missing) < len(paths) else []
 
 
 def learned_constraints(history: History, root: Path | None = None
