@@ -71,9 +71,9 @@ def test_first_run_then_a_planned_run_that_keeps_declared_groups(tmp_path: Path)
 
 
 def test_a_run_of_part_of_the_suite_says_so_and_teaches_no_prediction_error(tmp_path: Path) -> None:
-    # The plan predicts the whole suite; a run of one file or of `-k` picks ran less. Its
-    # closing line says so, and its error against the prediction is not one the next plans'
-    # headroom learns from (costs._wall_errors).
+    # The plan predicts the files it plans; a run of `-k` picks ran less. Its closing line
+    # says so, and its error against the prediction is not one the next plans' headroom
+    # learns from (costs._wall_errors). Path arguments instead make the plan theirs.
     from suitefit.costs import build_cost_model
 
     project(tmp_path)
@@ -84,18 +84,23 @@ def test_a_run_of_part_of_the_suite_says_so_and_teaches_no_prediction_error(tmp_
         errors = build_cost_model(h).wall_errors
     assert len(errors) == 1  # the second run, planned from the first
     some = suitefit("run", "--", "-q", "-k", "0", cwd=tmp_path, env=env)
-    one = suitefit("run", "--", "-q", "tests/test_f2.py", cwd=tmp_path, env=env)
-    assert some.returncode == 0 and one.returncode == 0, some.stderr + one.stderr
+    fewer = suitefit("run", "--", "-q", "-k", "not f2", cwd=tmp_path, env=env)
+    assert some.returncode == 0 and fewer.returncode == 0, some.stderr + fewer.stderr
     # `-k 0`: all of test_f0.py (its name matches), the [0] test of the other five
     assert "; 5 file(s) ran only in part: the plan predicted it all" in some.stderr, some.stderr
-    assert "; 1 of the plan's 6 files ran: the plan predicted it all" in one.stderr, one.stderr
+    assert "; 5 of the plan's 6 files ran: the plan predicted it all" in fewer.stderr, fewer.stderr
+    one = suitefit("run", "--", "-q", "tests/test_f2.py", cwd=tmp_path, env=env)
+    assert one.returncode == 0, one.stderr
+    assert "suitefit: plan: the paths given select 1 of the 6 files: the plan is theirs" in one.stderr
+    assert "suitefit: plan: 1 worker(s)" in one.stderr and "the plan predicted it all" not in one.stderr
     with History(tmp_path / ".suitefit" / "history.sqlite") as h:
         runs = h.runs()
-        assert [bool(r.meta_dict.get("part_of_plan")) for r in runs] == [True, True, False, False]
-        assert build_cost_model(h).wall_errors == errors
-        assert h.partial_files([runs[0].id, runs[1].id]) == {(runs[1].id, f"tests/test_f{i}.py") for i in range(1, 6)}
-    md = {i: suitefit("report", str(i), "--markdown", cwd=tmp_path).stdout for i in (2, 4)}
-    assert "| plan: compared | no: this run ran part of the plan's files" in md[4], md[4]
+        assert [bool(r.meta_dict.get("part_of_plan")) for r in runs] == [False, True, True, False, False]
+        assert [u["files"] for u in runs[0].plan_dict["units"]] == [["tests/test_f2.py"]]
+        assert build_cost_model(h).wall_errors[1:] == errors  # the one-file run's is learned
+        assert h.partial_files([r.id for r in runs]) == {(runs[2].id, f"tests/test_f{i}.py") for i in range(1, 6)}
+    md = {i: suitefit("report", str(i), "--markdown", cwd=tmp_path).stdout for i in (2, 3)}
+    assert "| plan: compared | no: this run ran part of the plan's files" in md[3], md[3]
     assert "plan: compared" not in md[2] and "| plan: wall |" in md[2], md[2]
 
 

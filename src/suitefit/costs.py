@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -148,6 +148,19 @@ def build_cost_model(history: History | None, *, files: Sequence[str] = (),
         constraints=tuple(honoured),
         dropped_constraints=tuple(dropped),
     )
+
+
+def restrict(costs: CostModel, keep: Callable[[str], bool], why: str) -> CostModel:
+    """The model of the files ``keep`` accepts: what a run of part of the suite plans (its
+    fixtures' users, groups and order constraints cut to match); ``why`` says what chose them."""
+    files = tuple(f for f in costs.files if keep(f.path))
+    groups = {g: kept for g, fs in costs.declared_groups.items() if (kept := tuple(f for f in fs if keep(f)))}
+    return replace(
+        costs, files=files,
+        fixtures=tuple(replace(fx, files=tuple(f for f in fx.files if keep(f))) for fx in costs.fixtures),
+        declared_groups=groups,
+        constraints=tuple(c for c in costs.constraints if keep(c.first) and keep(c.second)),
+        notes=(*costs.notes, f"{why} select {len(files)} of the {len(costs.files)} files: the plan is theirs"))
 
 
 def gone_files(paths: Iterable[str], root: Path | None) -> list[str]:

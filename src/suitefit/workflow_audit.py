@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from suitefit.errors import SuitefitError
+from suitefit.selection import pytest_selection
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -40,15 +41,6 @@ else:  # pragma: no cover
 PR_EVENTS = ("pull_request", "pull_request_target", "merge_group")
 FILTERABLE = ("push", "pull_request", "pull_request_target")
 SKIP_DIRS = {".git", "node_modules", "site-packages", "__pycache__", ".suitefit", ".tox", ".nox"}
-# pytest options whose value is the next word (the rest are flags or --opt=value).
-_PYTEST_VALUE_OPTS = {
-    "-k", "-m", "-n", "-p", "-c", "-o", "-r", "-W", "--maxfail", "--ignore", "--ignore-glob",
-    "--deselect", "--rootdir", "--junitxml", "--junit-xml", "--dist", "--cov", "--cov-report",
-    "--cov-config", "--tb", "--durations", "--basetemp", "--confcutdir", "--log-level",
-    "--timeout", "--import-mode", "--numprocesses", "--maxprocesses", "--capture",
-    "--override-ini", "--pyargs", "--suitefit-history", "--suitefit-run-id", "--suitefit-kind",
-    "--log-file", "--log-cli-level", "--durations-min", "--max-worker-restart", "--tx",
-}  # fmt: skip
 _SEGMENT_SPLIT = re.compile(r"\|\||&&|;|\|(?!\|)|\n")
 
 
@@ -466,33 +458,6 @@ def _pytest_args(words: list[str]) -> list[str] | None:
             rest = words[i + 2 :]
             return rest[rest.index("--") + 1 :] if "--" in rest else []
     return None
-
-
-def pytest_selection(args: list[str]) -> tuple[list[str], list[str]]:
-    """(positional paths, --ignore paths) of one pytest call."""
-    paths: list[str] = []
-    ignores: list[str] = []
-    skip = False
-    for i, a in enumerate(args):
-        if skip:
-            skip = False
-            continue
-        if a == "--":
-            continue
-        if a.startswith("-"):
-            opt, eq, val = a.partition("=")
-            if opt in ("--ignore", "--ignore-glob"):
-                if eq:
-                    ignores.append(val)
-                elif i + 1 < len(args):
-                    ignores.append(args[i + 1])
-            if opt in _PYTEST_VALUE_OPTS and not eq:
-                skip = True
-            continue
-        if a.startswith(">") or a.startswith("2>"):
-            break
-        paths.append(a.split("::", 1)[0])
-    return paths, ignores
 
 
 def _commands(step: Step, lanes: dict[str, str]) -> Iterator[list[str]]:
