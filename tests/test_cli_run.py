@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from clihelp import assert_one_line_error, json_out, suitefit
-from venvs import OLDEST, make_venv
+from venvs import OLDEST, PYTEST_92, make_venv
 
 from suitefit.history import History
 
@@ -341,6 +341,29 @@ def test_a_sigkilled_worker_ends_with_suitefits_lines_only_on_the_oldest_pair(tm
                          cwd=tmp_path, env=e, text=True, capture_output=True, timeout=180)
     assert "pytest-8.0.2" in res.stdout and "xdist-3.5.0" in res.stdout, res.stdout
     check_killed_run(res)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("rerunfailures", ["16.1", "16.7"])
+def test_a_test_rerun_by_pytest_rerunfailures_counts_once(tmp_path: Path, rerunfailures: str) -> None:
+    # Each try of a rerun test sends its reports: 16.7 a teardown for every try, 16.1 none for
+    # the tries it reran. The count of tests done read 40/38 under 16.7.
+    python = make_venv((*PYTEST_92, f"pytest-rerunfailures=={rerunfailures}"), with_suitefit=True)
+    project(tmp_path)
+    (tmp_path / "tests" / "test_flaky.py").write_text(textwrap.dedent("""
+        import os, pathlib
+        def test_flaky():
+            mark = pathlib.Path(os.environ["FLAKY_MARK"])
+            first = not mark.exists()
+            mark.touch()
+            assert not first, "fails on its first try"
+        """))
+    env = {"WHERE_LOG": str(tmp_path / "where.jsonl"), "FLAKY_MARK": str(tmp_path / "tried")}
+    res = suitefit("run", "--workers", "2", "--", "-q", "--reruns", "2", "-p", "no:cacheprovider", cwd=tmp_path,
+                   env=env, python=str(python))
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "19 passed, 1 rerun" in res.stdout, res.stdout
+    assert "suitefit: done 19/19 collected tests" in res.stderr, res.stderr
 
 
 def test_stopping_at_the_first_failure_under_xdist_is_no_internal_error(tmp_path: Path) -> None:

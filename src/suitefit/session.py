@@ -517,13 +517,24 @@ def _start_sampler(config: pytest.Config, side: RunSide) -> None:
 
 
 class _DoneCounter:
-    """Under xdist: the controller counts the tests done from the workers' reports."""
+    """Under xdist: the controller counts the tests done from the workers' reports.
+
+    A test run again (pytest-rerunfailures: a "rerun" report, and in its versions a
+    teardown report for each try or not) counts once, at its first teardown after it.
+    """
 
     def __init__(self, side: RunSide) -> None:
         self.side = side
+        self.rerun: dict[str, bool] = {}  # nodeid -> counted already
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        if report.when in ("teardown", "???"):
+        if report.outcome == "rerun":
+            self.rerun.setdefault(report.nodeid, False)
+        elif report.when in ("teardown", "???"):
+            if self.rerun and report.nodeid in self.rerun:
+                if self.rerun[report.nodeid]:
+                    return
+                self.rerun[report.nodeid] = True
             self.side.done += 1
 
 
