@@ -29,7 +29,7 @@ from suitefit.model import (
     OrderConstraint,
     WorkerCost,
 )
-from suitefit.plan.constraints import merge_constraints
+from suitefit.plan.constraints import join_marked_groups, merge_constraints
 from suitefit.plan.planner import default_file_cost
 from suitefit.units import fmt_mb, fmt_s
 
@@ -89,6 +89,8 @@ def build_cost_model(history: History | None, *, files: Sequence[str] = (),
         if gone:
             notes.append(f"{len(gone)} file(s) measured before no longer exist under {root}: not planned "
                          f"({', '.join(gone[:3])}{', ...' if len(gone) > 3 else ''})")
+        marked = history.xdist_groups(run_ids)
+        declared = join_marked_groups(declared, {n: [f for f in fs if f not in gone] for n, fs in marked.items()})
         worker, wnote, startups = _worker(history, sorted(used_runs))
         controller_s = _controller_start(history, sorted(used_runs))
         notes.append(wnote)
@@ -969,6 +971,31 @@ def load_cost_model(cfg: Config, history_path: Path | None = None,
                                 default_mb=default_mb, root=cfg.root), True
 
 
+# xdist_group("db"), xdist_group(name="db"): the names a first plan can read from the source
+_GROUP_NAME = re.compile(rb"""xdist_group\s*\(\s*(?:name\s*=\s*)?["']([^"']*)["']""")
+
+
+def marked_in_source(root: Path, files: Sequence[str]) -> dict[str, list[str]]:
+    """Group name -> the files whose source marks tests ``xdist_group(NAME)``: what a first
+    plan, before any run recorded the marks pytest saw (``History.xdist_groups``), keeps on
+    one worker. A mark whose name is not a plain string here joins the group "?", with every
+    other such file: a group too large costs balance, a group split costs the tests."""
+    out: dict[str, list[str]] = {}
+    for f in files:
+        try:
+            text = (root / f).read_bytes()
+        except OSError:
+            continue
+        if b"xdist_group" not in text:
+            continue
+        names = {m.group(1).decode(errors="replace") for m in _GROUP_NAME.finditer(text)}
+        if not names and b"mark.xdist_group" not in text:  # a mention, not a mark
+            continue
+        for n in sorted(names or {"?"}):
+            out.setdefault(n, []).append(f)
+    return out
+
+
 SKIP_DIRS = {".git", ".venv", "venv", ".tox", ".nox", "node_modules", "__pycache__", ".suitefit",
              "site-packages", "build", "dist", ".venvs"}
 
@@ -1023,4 +1050,7 @@ def load_costs_or_discover(cfg: Config, history_path: Path | None = None, histor
     if not costs.runs_used:
         discovered = discover_test_files(cfg)
         costs, found = load_cost_model(cfg, history_path, files=discovered, history=history)
+        marked = marked_in_source(cfg.root, discovered)
+        if marked:
+            costs = replace(costs, declared_groups=join_marked_groups(costs.declared_groups, marked))
     return replace(costs, release=release, headroom=cfg.memory_headroom), found, discovered

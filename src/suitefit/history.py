@@ -411,6 +411,22 @@ class History(HistoryDB):
             with self._tx() as db:
                 db.executemany("INSERT OR IGNORE INTO partial_files (run_id, path) VALUES (?, ?)", data)
 
+    def add_xdist_groups(self, run_id: int, pairs: Iterable[tuple[str, str]]) -> None:
+        """(group name, file) of the tests marked ``xdist_group``: ``suitefit run`` keeps each
+        group's files on one worker, as ``--dist loadgroup`` keeps its tests."""
+        data = [(run_id, n, f) for n, f in pairs]
+        if data:
+            with self._tx() as db:
+                db.executemany("INSERT OR IGNORE INTO xdist_groups (run_id, name, file) VALUES (?, ?, ?)", data)
+
+    def xdist_groups(self, run_ids: Iterable[int]) -> dict[str, set[str]]:
+        ids = ",".join(str(int(r)) for r in run_ids)
+        out: dict[str, set[str]] = {}
+        if ids:
+            for name, file in self.execute(f"SELECT name, file FROM xdist_groups WHERE run_id IN ({ids})"):
+                out.setdefault(str(name), set()).add(str(file))
+        return out
+
     def partial_files(self, run_ids: Iterable[int]) -> set[tuple[int, str]]:
         ids = ",".join(str(int(r)) for r in run_ids)
         if not ids:

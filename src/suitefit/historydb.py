@@ -95,6 +95,12 @@ CREATE TABLE IF NOT EXISTS fixture_files (
     file TEXT NOT NULL,
     PRIMARY KEY (run_id, name, file)
 );
+CREATE TABLE IF NOT EXISTS xdist_groups (
+    run_id INTEGER NOT NULL REFERENCES runs(id),
+    name TEXT NOT NULL,
+    file TEXT NOT NULL,
+    PRIMARY KEY (run_id, name, file)
+);
 CREATE TABLE IF NOT EXISTS partial_files (
     run_id INTEGER NOT NULL REFERENCES runs(id),
     path TEXT NOT NULL,

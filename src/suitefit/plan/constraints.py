@@ -11,7 +11,7 @@ order or an earlier constraint) is dropped with a line saying so. Pure.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from itertools import pairwise
 
 from suitefit.model import OrderConstraint
@@ -34,10 +34,7 @@ def merge_constraints(declared: Mapping[str, Sequence[str]], constraints: Sequen
     parent: dict[str, str] = {}
 
     def find(x: str) -> str:
-        while parent.setdefault(x, x) != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
+        return _root(parent, x)
 
     def reaches(a: str, b: str) -> bool:
         stack, seen = [a], {a}
@@ -118,3 +115,45 @@ def _topo(files: Sequence[str], edges: Mapping[str, set[str]], rank: Mapping[str
                     ready.append(g)
         ready.sort(key=rank.__getitem__)
     return out
+
+
+XDIST_PREFIX = "xdist_group:"
+
+
+def _root(parent: dict[str, str], x: str) -> str:
+    """Union-find's root of ``x`` (halving the path on the way)."""
+    while parent.setdefault(x, x) != x:
+        parent[x] = parent[parent[x]]
+        x = parent[x]
+    return x
+
+
+def join_marked_groups(groups: Mapping[str, Sequence[str]], marked: Mapping[str, Iterable[str]]
+                       ) -> dict[str, tuple[str, ...]]:
+    """``groups`` (ordered, disjoint: declared and learned) joined by the files of each
+    ``xdist_group`` mark (name -> files), which must share one worker in any order, as
+    ``--dist loadgroup`` keeps a group's tests: a mark touching groups merges them (in their
+    order, its other files after, sorted; named by all of them, joined by "+"); one touching
+    none is a group of its own, ``xdist_group:NAME``, even of one file (a group's unit is never
+    split). Pure."""
+    parent: dict[str, str] = {}
+
+    def find(x: str) -> str:
+        return _root(parent, x)
+
+    named = {n: sorted(set(fs)) for n, fs in sorted(marked.items()) if fs}
+    for files in (*groups.values(), *named.values()):
+        for a, b in pairwise(files):
+            parent[find(b)] = find(a)
+        for f in files:
+            find(f)
+    order: dict[str, list[str]] = {}  # component root -> its files, in order
+    names: dict[str, list[str]] = {}
+    for name, files in (*groups.items(), *((f"{XDIST_PREFIX}{n}", fs) for n, fs in named.items())):
+        if not files:
+            continue
+        root = find(files[0])
+        names.setdefault(root, []).append(name)
+        have = order.setdefault(root, [])
+        have += [f for f in files if f not in have]
+    return {"+".join(names[root]): tuple(files) for root, files in order.items()}

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 
 from suitefit.errors import SuitefitError
 from suitefit.model import DEFAULT_RULES, CostModel, FileCost, FixtureCost, GroupingRules, Unit
-from suitefit.plan.constraints import LEARNED_PREFIX
+from suitefit.plan.constraints import LEARNED_PREFIX, XDIST_PREFIX
 from suitefit.units import fmt_mb, fmt_s
 
 # Fixtures that live until the worker ends; module/class scopes repeat per file anyway.
@@ -201,9 +201,13 @@ def build_units(groups: Groups, file_costs: Mapping[str, FileCost],
     reasons: list[str] = []
     walls = {f: fc.wall_s for f, fc in file_costs.items()}
     for name, files in groups.declared:
-        what = "learned order group" if name.startswith(LEARNED_PREFIX) else "declared group"
-        u = make_unit(f"group:{name}", files, file_costs, fixtures,
-                      f"{what} {name!r} ({len(files)} files): kept whole, in declared order")
+        if name.startswith(XDIST_PREFIX):
+            why = (f"their tests are marked xdist_group({name.removeprefix(XDIST_PREFIX)!r}) "
+                   f"({len(files)} file(s)): kept on one worker, as --dist loadgroup keeps them")
+        else:
+            what = "learned order group" if name.startswith(LEARNED_PREFIX) else "declared group"
+            why = f"{what} {name!r} ({len(files)} files): kept whole, in declared order"
+        u = make_unit(f"group:{name}", files, file_costs, fixtures, why)
         if u.wall_s > lane_s and workers > 1:
             u = replace(u, reason=u.reason + f"; at {fmt_s(u.wall_s)} it is longer than the ideal lane "
                         f"{fmt_s(lane_s)} and sets the wall time")
