@@ -288,5 +288,7 @@ def test_a_file_that_runs_long_in_the_run_moves_its_tail_to_the_free_worker(tmp_
     on = {w: sorted(int(n.split("[")[1].rstrip("]")) for w2, n in rows if w2 == w) for w in {w for w, _ in rows}}
     assert len(on) == 2, on  # it ran on both workers
     first, tail = sorted(on.values(), key=lambda v: v[0])
-    assert first[0] == 0 and tail[-1] == 11 and tail[0] > first[0]  # the tail, not its head
+    assert first[0] == 0 and tail[0] > first[0]  # the tail, not its head
     assert splits and "tests/test_slow.py" in str(splits[0])
+    if len(splits) == 1:  # one move: the file's last tests (on a loaded machine the worker
+        assert tail[-1] == 11  # that ran the head may take the moved piece's own tail back)
