@@ -96,8 +96,10 @@ def test_a_run_of_part_of_the_suite_says_so_and_teaches_no_prediction_error(tmp_
     with History(tmp_path / ".suitefit" / "history.sqlite") as h:
         runs = h.runs()
         assert [bool(r.meta_dict.get("part_of_plan")) for r in runs] == [False, True, True, False, False]
+        # it collected part of the suite: its start-up and end are not read as the suite's
+        assert [bool(r.meta_dict.get("paths_given")) for r in runs] == [True, False, False, False, False]
         assert [u["files"] for u in runs[0].plan_dict["units"]] == [["tests/test_f2.py"]]
-        assert build_cost_model(h).wall_errors[1:] == errors  # the one-file run's is learned
+        assert build_cost_model(h).wall_errors == errors  # neither part's error is learned
         assert h.partial_files([r.id for r in runs]) == {(runs[2].id, f"tests/test_f{i}.py") for i in range(1, 6)}
     md = {i: suitefit("report", str(i), "--markdown", cwd=tmp_path).stdout for i in (2, 3)}
     assert "| plan: compared | no: this run ran part of the plan's files" in md[3], md[3]

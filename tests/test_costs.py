@@ -199,6 +199,23 @@ def test_a_file_deleted_since_it_was_measured_is_not_planned(tmp_path: Path) -> 
     assert len(carried.files) == 3 and not any("no longer exist" in n for n in carried.notes)
 
 
+def test_a_run_that_named_its_paths_does_not_set_the_suites_start_up(tmp_path: Path) -> None:
+    # `suitefit run -- tests/unit` collects part of the suite: its workers start sooner (a
+    # 6-file run of networkx: 0.4 s where the whole suite's collection takes 2.6 s). Its
+    # start-up is not the suite's, while a run of the whole suite is in the window.
+    files = {p: SynthFile(p, 1.0) for p in ("t/test_a.py", "t/test_b.py")}
+    part = {"t/test_a.py": files["t/test_a.py"]}
+    write_history(tmp_path / "h.sqlite", [SynthRun(_one_worker(files), files, startup_s=2.6),
+                                          *(SynthRun(_one_worker(part), part, startup_s=0.4) for _ in range(3))])
+    with History(tmp_path / "h.sqlite") as h:
+        assert build_cost_model(h).worker.startup_s == pytest.approx(0.4)  # unmarked: 3 of 4
+        for r in h.runs()[:3]:
+            h.merge_run_meta(r.id, paths_given=True)
+        assert build_cost_model(h).worker.startup_s == pytest.approx(2.6)
+        h.merge_run_meta(h.runs()[-1].id, paths_given=True)  # only such runs: they are all there is
+        assert build_cost_model(h).worker.startup_s == pytest.approx(0.4)
+
+
 def test_the_slowdown_is_weighted_by_time_and_leaves_anomalies_out(tmp_path: Path) -> None:
     # networkx: its long files ran 0.8x their serial time in two workers while the median
     # file ran 1.07x; the plan's lanes are sums of file times, so the long files decide.

@@ -91,8 +91,9 @@ def build_cost_model(history: History | None, *, files: Sequence[str] = (),
                          f"({', '.join(gone[:3])}{', ...' if len(gone) > 3 else ''})")
         marked = history.xdist_groups(run_ids)
         declared = join_marked_groups(declared, {n: [f for f in fs if f not in gone] for n, fs in marked.items()})
-        worker, wnote, startups = _worker(history, sorted(used_runs))
-        controller_s = _controller_start(history, sorted(used_runs))
+        whole = _whole_suite_runs(history, sorted(used_runs))
+        worker, wnote, startups = _worker(history, whole)
+        controller_s = _controller_start(history, whole)
         notes.append(wnote)
         if slowdown:
             notes.append("measured slowdown against a serial run: " + ", ".join(
@@ -119,9 +120,10 @@ def build_cost_model(history: History | None, *, files: Sequence[str] = (),
             fcosts[f] = FileCost(path=f, wall_s=s, peak_mb=mb, measured=False)
         notes.append(f"{len(missing)} file(s) never measured: default {fmt_s(s)} / {fmt_mb(mb)} "
                      f"each ({src})")
-    outside = _outside(history, run_ids) if history is not None and run_ids else {}
+    whole_ids = _whole_suite_runs(history, run_ids) if history is not None and run_ids else []
+    outside = _outside(history, whole_ids) if history is not None and whole_ids else {}
     peaks = _process_peaks(history, run_ids) if history is not None and run_ids else {}
-    ends, hooks = _serial_overhead(history, run_ids) if history is not None and run_ids else ([], [])
+    ends, hooks = _serial_overhead(history, whole_ids) if history is not None and whole_ids else ([], [])
     return CostModel(
         files=tuple(fcosts[f] for f in sorted(fcosts)),
         fixtures=fixtures,
@@ -785,7 +787,7 @@ def _wall_errors(history: History, limit: int = PEAK_ERROR_RUNS) -> tuple[float,
         except (ValueError, KeyError, TypeError):
             continue
         if (predicted > 0 and isinstance(took, (int, float)) and took > 0 and _learned_from(plan)
-                and not meta.get("part_of_plan")):
+                and not meta.get("part_of_plan") and not meta.get("paths_given")):
             out.append(float(took) / predicted - 1.0)
     return tuple(out)
 
@@ -920,6 +922,16 @@ def _last_tests(history: History, run_ids: Sequence[int]) -> dict[tuple[int, str
             f"GROUP BY run_id, file, worker"):
         out[(int(run_id), str(file))] = float(wall)
     return out
+
+
+def _whole_suite_runs(history: History, run_ids: Sequence[int]) -> list[int]:
+    """``run_ids`` less the runs whose command named paths (``pytest tests/unit``,
+    ``suitefit run -- tests/unit``), while any other is there: those collected part of the
+    suite, and a start-up (collection) and an end (the collected items' teardown) measured
+    on part of it would make the whole suite's look shorter."""
+    named = {int(r[0]) for r in history.execute(
+        f"SELECT id, meta FROM runs WHERE id IN ({_q(run_ids)})") if meta_of(r[1]).get("paths_given")}
+    return [r for r in run_ids if r not in named] or list(run_ids)
 
 
 def _worker(history: History, run_ids: Sequence[int]) -> tuple[WorkerCost, str, dict[int, float]]:

@@ -40,6 +40,13 @@ def _history_path(config: pytest.Config) -> str:
     return str(load_config(config.rootpath).history_path)
 
 
+def _paths_given(config: pytest.Config) -> bool:
+    """Did the command name what to collect (``pytest tests/unit``), rather than leave it to
+    ``testpaths`` or the rootdir? (``args_source``: pytest 7.2 and later.)"""
+    source = getattr(config, "args_source", None)
+    return source is not None and source == pytest.Config.ArgsSource.ARGS
+
+
 def _versions() -> dict[str, str | None]:
     try:
         import xdist
@@ -469,6 +476,8 @@ def _configure_controller(config: pytest.Config) -> None:
     distributed = _is_distributed(config)
     history.update_run(run_id, started=started, threshold_mb=threshold_mb, host=platform.node(),
                        rootdir=str(config.rootpath), **_versions())
+    if _paths_given(config):  # part of the suite collected: its start-up and end are not the suite's
+        history.merge_run_meta(run_id, paths_given=True)
     side = RunSide(config, history, run_id, started, threshold_mb, distributed, grace)
     config.stash[RUN_KEY] = side
     config.pluginmanager.register(side, "suitefit-run")
