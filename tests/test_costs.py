@@ -214,6 +214,15 @@ def test_a_run_that_named_its_paths_does_not_set_the_suites_start_up(tmp_path: P
         assert build_cost_model(h).worker.startup_s == pytest.approx(2.6)
         h.merge_run_meta(h.runs()[-1].id, paths_given=True)  # only such runs: they are all there is
         assert build_cost_model(h).worker.startup_s == pytest.approx(0.4)
+    # the same for runs that selected some tests (-k: partial files) or left files out
+    write_history(tmp_path / "k.sqlite", [SynthRun(_one_worker(files), files, startup_s=2.6),
+                                          *(SynthRun(_one_worker(part), part, startup_s=0.4) for _ in range(3))])
+    with History(tmp_path / "k.sqlite") as h:
+        a, b, c, _ = (r.id for r in h.runs())
+        h.add_partial_files(a, ["t/test_a.py"])
+        h.merge_run_meta(b, part_of_plan=True)
+        h.merge_run_meta(c, paths_given=True)
+        assert build_cost_model(h).worker.startup_s == pytest.approx(2.6)
 
 
 def test_the_slowdown_is_weighted_by_time_and_leaves_anomalies_out(tmp_path: Path) -> None:

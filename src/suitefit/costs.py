@@ -925,13 +925,16 @@ def _last_tests(history: History, run_ids: Sequence[int]) -> dict[tuple[int, str
 
 
 def _whole_suite_runs(history: History, run_ids: Sequence[int]) -> list[int]:
-    """``run_ids`` less the runs whose command named paths (``pytest tests/unit``,
-    ``suitefit run -- tests/unit``), while any other is there: those collected part of the
-    suite, and a start-up (collection) and an end (the collected items' teardown) measured
-    on part of it would make the whole suite's look shorter."""
-    named = {int(r[0]) for r in history.execute(
-        f"SELECT id, meta FROM runs WHERE id IN ({_q(run_ids)})") if meta_of(r[1]).get("paths_given")}
-    return [r for r in run_ids if r not in named] or list(run_ids)
+    """``run_ids`` less the runs of part of the suite, while any other is there: a command
+    that named paths (``pytest tests/unit``) collected part of it, and one that selected
+    some tests (``-k``, ``--lf``; ``partial_files``) or left planned files out ran part of
+    it. Their start-up (collection) and end (the teardown of what ran) would make the whole
+    suite's look shorter: three ``-k`` runs of networkx took 1.1 s off its prediction."""
+    part = {int(r[0]) for r in history.execute(f"SELECT id, meta FROM runs WHERE id IN ({_q(run_ids)})")
+            if meta_of(r[1]).get("paths_given") or meta_of(r[1]).get("part_of_plan")}
+    part |= {int(r[0]) for r in history.execute(
+        f"SELECT DISTINCT run_id FROM partial_files WHERE run_id IN ({_q(run_ids)})")}
+    return [r for r in run_ids if r not in part] or list(run_ids)
 
 
 def _worker(history: History, run_ids: Sequence[int]) -> tuple[WorkerCost, str, dict[int, float]]:
