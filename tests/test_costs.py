@@ -225,6 +225,25 @@ def test_a_run_that_named_its_paths_does_not_set_the_suites_start_up(tmp_path: P
         assert build_cost_model(h).worker.startup_s == pytest.approx(2.6)
 
 
+def test_a_run_is_marked_as_naming_its_paths_only_when_they_are_not_the_suites(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "pyproject.toml").write_text('[tool.pytest.ini_options]\ntestpaths = ["tests"]\n')
+    for f in ("a", "b"):
+        (tmp_path / "tests" / f"test_{f}.py").write_text("def test_x(): pass\n")
+    hist = tmp_path / "h.sqlite"
+    for args in ([], ["tests"], ["tests/test_a.py"], ["tests/test_a.py::test_x"]):
+        res = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--suitefit",
+                              f"--suitefit-history={hist}", "-n", "0", *args], cwd=tmp_path,
+                             capture_output=True, text=True, timeout=120)
+        assert res.returncode == 0, res.stdout + res.stderr
+    with History(hist) as h:
+        marked = [bool(r.meta_dict.get("paths_given")) for r in reversed(h.runs())]
+    assert marked == [False, False, True, True]
+
+
 def test_the_slowdown_is_weighted_by_time_and_leaves_anomalies_out(tmp_path: Path) -> None:
     # networkx: its long files ran 0.8x their serial time in two workers while the median
     # file ran 1.07x; the plan's lanes are sums of file times, so the long files decide.

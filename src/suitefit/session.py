@@ -41,10 +41,15 @@ def _history_path(config: pytest.Config) -> str:
 
 
 def _paths_given(config: pytest.Config) -> bool:
-    """Did the command name what to collect (``pytest tests/unit``), rather than leave it to
-    ``testpaths`` or the rootdir? (``args_source``: pytest 7.2 and later.)"""
+    """Did the command name what to collect (``pytest tests/unit``), other than what it
+    collects without (``testpaths``)? (``args_source``: pytest 7.2 and later.)"""
     source = getattr(config, "args_source", None)
-    return source is not None and source == pytest.Config.ArgsSource.ARGS
+    if source is None or source != pytest.Config.ArgsSource.ARGS:
+        return False
+    here = str(config.invocation_params.dir)
+    named = {os.path.normpath(os.path.join(here, a)) for a in config.args}
+    default = {os.path.normpath(os.path.join(config.rootpath, p)) for p in config.getini("testpaths")}
+    return named != (default or {os.path.normpath(here)})  # without testpaths: the invocation dir
 
 
 def _versions() -> dict[str, str | None]:

@@ -179,7 +179,7 @@ def _paths_given(costs: CostModel, args: list[str], root: Path) -> CostModel:
     if keep is None:
         return costs
     picked = restrict(costs, keep, "the paths given")
-    if not any(f.measured for f in picked.files):
+    if not any(f.measured for f in picked.files) or len(picked.files) == len(costs.files):
         return costs
     click.echo(f"suitefit: plan: {picked.notes[-1]}", err=True)
     return picked
