@@ -9,9 +9,11 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
 from clihelp import suitefit
 from hypothesis import given
 from hypothesis import strategies as st
+from venvs import OLDEST, make_venv
 
 from suitefit.history import History
 from suitefit.plan.constraints import join_marked_groups
@@ -113,17 +115,20 @@ def _suite(root: Path) -> None:
             "import time, pytest\n@pytest.mark.parametrize('i', range(4))\ndef test_x(i):\n    time.sleep(0.2)\n")
 
 
-def test_a_groups_files_run_on_one_worker_from_the_first_run_on(tmp_path: Path) -> None:
+@pytest.mark.parametrize("versions", ["newest", "oldest"])
+def test_a_groups_files_run_on_one_worker_from_the_first_run_on(tmp_path: Path, versions: str) -> None:
     # The first run reads the marks from the source (no run recorded them yet); the next
     # ones read what pytest saw. Two files of group "db" had run on two workers at once.
+    # (pytest 9.2's own --dist loadgroup spreads them too: docs/doctor.md, the probe.)
+    python = str(make_venv(OLDEST, with_suitefit=True)) if versions == "oldest" else None
     _suite(tmp_path)
     log = tmp_path / "where.jsonl"
     for run in (1, 2):
         log.unlink(missing_ok=True)
         res = suitefit("run", "--workers", "2", "--", "-q", "-p", "no:cacheprovider", cwd=tmp_path,
-                       env={"WHERE_LOG": str(log)})
+                       env={"WHERE_LOG": str(log)}, python=python)
         assert res.returncode == 0, res.stdout + res.stderr
         workers = {w for _, w in (json.loads(x) for x in log.read_text().splitlines())}
         assert len(workers) == 1 and workers <= {"gw0", "gw1"}, (run, workers)
-    plan = suitefit("plan", cwd=tmp_path).stdout
+    plan = suitefit("plan", cwd=tmp_path, python=python).stdout
     assert "their tests are marked xdist_group('db') (2 file(s)): kept on one worker" in plan, plan

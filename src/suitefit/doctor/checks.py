@@ -85,8 +85,8 @@ def check_loadgroup(ctx: Context) -> list[Finding]:
         f"pytest-xdist {res.xdist}: grouped tests spread over workers",
         tuple(evidence),
         "Pin a pytest/pytest-xdist pair that the probe shows grouping (pytest 9.2 broke it: "
-        "pytest-xdist issue #1386), or declare the groups in [tool.suitefit] groups and run "
-        "through `suitefit run`, which places them itself and checks where tests ran.",
+        "pytest-xdist issue #1386), or run through `suitefit run`, which keeps each xdist_group's "
+        "files on one worker itself (it reads the marks) and checks where tests ran.",
     )]
 
 
@@ -101,7 +101,8 @@ def check_group_marks_mode(ctx: Context) -> list[Finding]:
         (f"{_n_text(ctx)}, --dist {f.dist} ({f.origin('--dist') if f.tokens('--dist') else 'the default'})",
          f"xdist_group in {len(marks)} file(s): {', '.join(marks[:5])}" + (" ..." if len(marks) > 5 else "")),
         "Add --dist loadgroup to addopts (and check with `suitefit doctor` that this pytest/xdist "
-        "pair honours it), or drop the marks and declare groups in [tool.suitefit] groups.",
+        "pair honours it), or run through `suitefit run`, which keeps each xdist_group's files "
+        "on one worker itself.",
     )]
 
 
