@@ -489,27 +489,30 @@ def test_a_process_in_its_exit_is_not_named_a_leftover() -> None:
     code = ("import mmap, os, sys\nm = mmap.mmap(-1, 1 << 30)\n"
             "for i in range(0, 1 << 30, 4096):\n    m[i] = 1\n"
             "print('ready', flush=True)\nsys.stdin.readline()\nos._exit(0)\n")
-    p = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    assert p.stdout is not None and p.stdin is not None
-    assert p.stdout.readline() == "ready\n"
-    assert reaper.describe([p.pid]) != []  # alive and running: named
-    p.stdin.close()  # it exits: the kernel frees its 1 GiB with the command line already gone
-    caught = []
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and not caught:
-        try:
-            empty = Path(f"/proc/{p.pid}/cmdline").read_bytes() == b""
-            state = next(ln for ln in Path(f"/proc/{p.pid}/status").read_text().splitlines()
-                         if ln.startswith("State:")).split()[1]
-        except OSError:
+    caught: list[object] = []
+    for _ in range(5):  # the window is short: on a loaded machine one try can miss it
+        p = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert p.stdout is not None and p.stdin is not None
+        assert p.stdout.readline() == "ready\n"
+        assert reaper.describe([p.pid]) != []  # alive and running: named
+        p.stdin.close()  # it exits: the kernel frees its 1 GiB with the command line already gone
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not caught:
+            try:
+                empty = Path(f"/proc/{p.pid}/cmdline").read_bytes() == b""
+                state = next(ln for ln in Path(f"/proc/{p.pid}/status").read_text().splitlines()
+                             if ln.startswith("State:")).split()[1]
+            except OSError:
+                break
+            if state == "Z":
+                break
+            if empty:
+                caught = [proctree.cmdline(p.pid), reaper.describe([p.pid])]
+        p.wait()
+        if caught:
             break
-        if state == "Z":
-            break
-        if empty:
-            caught = [proctree.cmdline(p.pid), reaper.describe([p.pid])]
-    p.wait()
     if not caught:
-        pytest.skip("the exit was over before its empty command line could be seen")
+        pytest.skip("in five tries, the exit was over before its empty command line could be seen")
     bare, found = caught
     assert bare == "python" or bare.startswith("python")  # what was named before: its bare name
     assert found == []
