@@ -79,10 +79,13 @@ def build_cost_model(history: History | None, *, files: Sequence[str] = (),
     times_from_workers = False
     used_runs: set[int] = set()
     fault: tuple[float, str] | None = None
+    part: set[int] = set()  # runs of part of the suite (``_part_runs``)
     if history is not None and run_ids:
         fixtures, fx_rows, fx_files = _fixtures(history, run_ids)
+        partial = history.partial_files(run_ids)
+        part = _part_runs(history, run_ids, partial)
         fcosts, used_runs, (slowdown, run_slowdown, unconfirmed, first_uses), fault = _files(
-            history, run_ids, last, fx_rows, fx_files)
+            history, run_ids, last, fx_rows, fx_files, partial)
         gone = gone_files(fcosts, root)
         for path in gone:
             del fcosts[path]
@@ -91,7 +94,7 @@ def build_cost_model(history: History | None, *, files: Sequence[str] = (),
                          f"({', '.join(gone[:3])}{', ...' if len(gone) > 3 else ''})")
         marked = history.xdist_groups(run_ids)
         declared = join_marked_groups(declared, {n: [f for f in fs if f not in gone] for n, fs in marked.items()})
-        whole = _whole_suite_runs(history, sorted(used_runs))
+        whole = _without(sorted(used_runs), part)
         worker, wnote, startups = _worker(history, whole)
         controller_s = _controller_start(history, whole)
         notes.append(wnote)
@@ -120,7 +123,7 @@ def build_cost_model(history: History | None, *, files: Sequence[str] = (),
             fcosts[f] = FileCost(path=f, wall_s=s, peak_mb=mb, measured=False)
         notes.append(f"{len(missing)} file(s) never measured: default {fmt_s(s)} / {fmt_mb(mb)} "
                      f"each ({src})")
-    whole_ids = _whole_suite_runs(history, run_ids) if history is not None and run_ids else []
+    whole_ids = _without(run_ids, part) if history is not None and run_ids else []
     outside = _outside(history, whole_ids) if history is not None and whole_ids else {}
     peaks = _process_peaks(history, run_ids) if history is not None and run_ids else {}
     ends, hooks = _serial_overhead(history, whole_ids) if history is not None and whole_ids else ([], [])
@@ -256,7 +259,7 @@ def _fixtures(history: History, run_ids: Sequence[int]) -> tuple[
 
 def _files(history: History, run_ids: Sequence[int], last: int,
            fx_on_worker: Mapping[tuple[int, str], Mapping[str, tuple[float, float]]],
-           fx_users: Mapping[int, Mapping[str, set[str]]]
+           fx_users: Mapping[int, Mapping[str, set[str]]], partial: Collection[tuple[int, str]] = ()
            ) -> tuple[dict[str, FileCost], set[int],
                       tuple[dict[int, float], dict[int, float], frozenset[int], dict[int, tuple[float, int]]],
                       tuple[float, str] | None]:
@@ -264,7 +267,6 @@ def _files(history: History, run_ids: Sequence[int], last: int,
         f"SELECT run_id, worker, path, started, wall_s, cpu_s, tests, peak_mb, baseline_mb FROM files "
         f"WHERE run_id IN ({_q(run_ids)}) ORDER BY run_id, worker, started")
     doubt = _doubtful(history, run_ids)
-    partial = history.partial_files(run_ids)
     # per (run, path): [wall, cpu, tests, peak, doubtful, partial]
     per: dict[tuple[int, str], list[float]] = {}
     set_up = _set_up_here(rows, fx_on_worker, fx_users)
@@ -924,16 +926,22 @@ def _last_tests(history: History, run_ids: Sequence[int]) -> dict[tuple[int, str
     return out
 
 
-def _whole_suite_runs(history: History, run_ids: Sequence[int]) -> list[int]:
-    """``run_ids`` less the runs of part of the suite, while any other is there: a command
-    that named paths (``pytest tests/unit``) collected part of it, and one that selected
-    some tests (``-k``, ``--lf``; ``partial_files``) or left planned files out ran part of
-    it. Their start-up (collection) and end (the teardown of what ran) would make the whole
-    suite's look shorter: three ``-k`` runs of networkx took 1.1 s off its prediction."""
-    part = {int(r[0]) for r in history.execute(f"SELECT id, meta FROM runs WHERE id IN ({_q(run_ids)})")
-            if meta_of(r[1]).get("paths_given") or meta_of(r[1]).get("part_of_plan")}
-    part |= {int(r[0]) for r in history.execute(
-        f"SELECT DISTINCT run_id FROM partial_files WHERE run_id IN ({_q(run_ids)})")}
+def _part_runs(history: History, run_ids: Sequence[int], partial: Collection[tuple[int, str]]) -> set[int]:
+    """The runs of part of the suite: a command that named paths (``pytest tests/unit``)
+    collected part of it, and one that selected some tests (``-k``, ``--lf``: ``partial``)
+    or left planned files out ran part of it. Their start-up (collection) and end (the
+    teardown of what ran) would make the whole suite's look shorter: three ``-k`` runs of
+    networkx took 1.1 s off its prediction."""
+    part = {r for r, _ in partial}
+    for run_id, meta_text in history.execute(f"SELECT id, meta FROM runs WHERE id IN ({_q(run_ids)})"):
+        meta = meta_of(meta_text)
+        if meta.get("paths_given") or meta.get("part_of_plan"):
+            part.add(int(run_id))
+    return part
+
+
+def _without(run_ids: Sequence[int], part: Collection[int]) -> list[int]:
+    """``run_ids`` less the runs of part of the suite, while any other is there."""
     return [r for r in run_ids if r not in part] or list(run_ids)
 
 

@@ -406,33 +406,26 @@ class History(HistoryDB):
     def add_partial_files(self, run_id: int, paths: Iterable[str]) -> None:
         """Files of which the run selected only some tests (``-k``, ``-m``, ``--deselect``,
         ``--lf``, a node id): their times there are not their files' (``costs``)."""
-        data = [(run_id, p) for p in paths]
-        if data:
-            with self._tx() as db:
-                db.executemany("INSERT OR IGNORE INTO partial_files (run_id, path) VALUES (?, ?)", data)
+        self.insert_rows("partial_files", ("run_id", "path"), [(run_id, p) for p in paths])
 
     def add_xdist_groups(self, run_id: int, pairs: Iterable[tuple[str, str]]) -> None:
         """(group name, file) of the tests marked ``xdist_group``: ``suitefit run`` keeps each
         group's files on one worker, as ``--dist loadgroup`` keeps its tests."""
-        data = [(run_id, n, f) for n, f in pairs]
-        if data:
-            with self._tx() as db:
-                db.executemany("INSERT OR IGNORE INTO xdist_groups (run_id, name, file) VALUES (?, ?, ?)", data)
+        self.insert_rows("xdist_groups", ("run_id", "name", "file"), [(run_id, n, f) for n, f in pairs])
 
     def xdist_groups(self, run_ids: Iterable[int]) -> dict[str, set[str]]:
-        ids = ",".join(str(int(r)) for r in run_ids)
         out: dict[str, set[str]] = {}
-        if ids:
-            for name, file in self.execute(f"SELECT name, file FROM xdist_groups WHERE run_id IN ({ids})"):
-                out.setdefault(str(name), set()).add(str(file))
+        for name, file in self._of_runs("SELECT name, file FROM xdist_groups", run_ids):
+            out.setdefault(str(name), set()).add(str(file))
         return out
 
     def partial_files(self, run_ids: Iterable[int]) -> set[tuple[int, str]]:
+        return {(int(r), str(p)) for r, p in self._of_runs("SELECT run_id, path FROM partial_files", run_ids)}
+
+    def _of_runs(self, select: str, run_ids: Iterable[int]) -> list[tuple[Any, ...]]:
+        """``select``'s rows of these runs (none for no runs)."""
         ids = ",".join(str(int(r)) for r in run_ids)
-        if not ids:
-            return set()
-        return {(int(r), str(p)) for r, p in self.execute(
-            f"SELECT run_id, path FROM partial_files WHERE run_id IN ({ids})")}
+        return self.execute(f"{select} WHERE run_id IN ({ids})") if ids else []
 
     def add_samples(self, rows: Sequence[SampleRecord]) -> None:
         self.add_sample_rows([_as_row(r, SAMPLE_COLUMNS) for r in rows])

@@ -18,7 +18,7 @@ from typing import Any, TextIO
 
 from suitefit.errors import SuitefitError
 from suitefit.exits import EXIT_FAILED, EXIT_OK, explain_exit
-from suitefit.history import History
+from suitefit.history import History, RunRecord
 from suitefit.model import CONTENTION_UNKNOWN, Plan
 from suitefit.steal import notable
 from suitefit.units import fmt_mb, fmt_s
@@ -101,7 +101,7 @@ class RunClose:
                   f"(nothing measured yet)\n")
         else:
             basis = "" if m is None or m.complete else f"; {m.words()}"
-            part = self.part_of_plan()
+            part = self.part_of_plan(run)
             if part:  # its errors are not the predictions' (costs._wall_errors)
                 h.merge_run_meta(self.run_id, part_of_plan=True)
                 basis += f"; {part}: the plan predicted it all"
@@ -129,7 +129,7 @@ class RunClose:
         self.explain_failures(diagnose=exitstatus == EXIT_FAILED and not died)
         self.out.flush()
 
-    def part_of_plan(self) -> str:
+    def part_of_plan(self, run: RunRecord) -> str:
         """What the run left out of the plan's files (a path argument, ``-k``, a node id), in
         words; "" when it ran them all. Such a run's predictions are not compared with what
         it measured (``costs._wall_errors``), and its partial files' times not read."""
@@ -137,7 +137,7 @@ class RunClose:
         planned = {f for u in self.plan.units for f in u.files}
         ran = {str(r[0]) for r in h.execute("SELECT DISTINCT file FROM tests WHERE run_id = ?", [self.run_id])}
         narrowed = len(h.partial_files([self.run_id]))
-        root = Path(h.run(self.run_id).rootdir or ".")
+        root = Path(run.rootdir or ".")
         left = sum(1 for f in planned - ran if (root / f).exists())  # a deleted file is no choice of the run's
         if not left and not narrowed:
             return ""

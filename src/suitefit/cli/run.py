@@ -95,7 +95,7 @@ def _prepare(history_path: Path | None, memory_budget: str | None, workers: int 
     h = history_for_a_run(path) if path.exists() else None
     explain_n = _explain_count(explain, explain_limit, cfg.explain_failures)
     costs, existed, _ = load_costs_or_discover(cfg, path, history=h)
-    costs = _paths_given(costs, args, cfg.root)
+    costs = _restrict_to_paths(costs, args, cfg.root)
     for line in costs.dropped_constraints:
         click.echo(f"suitefit: {line}", err=True)
     budget = detect_budget(memory_budget, workers, cfg)
@@ -167,7 +167,7 @@ def _prepare(history_path: Path | None, memory_budget: str | None, workers: int 
     return Handover((*full, *args), h.path, run_id)
 
 
-def _paths_given(costs: CostModel, args: list[str], root: Path) -> CostModel:
+def _restrict_to_paths(costs: CostModel, args: list[str], root: Path) -> CostModel:
     """The files pytest's path arguments select (`suitefit run -- tests/unit`): the plan is
     theirs, its worker count and prediction too. Unchanged where the arguments name no path,
     one that cannot be read as a path under the suite's folder, or no measured file (new
