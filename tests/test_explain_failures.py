@@ -53,13 +53,33 @@ def test_constraints_become_ordered_groups_and_join_declared_ones() -> None:
     assert len(kept) == 4 and dropped == []
 
 
-def test_contradicting_and_one_file_constraints_are_dropped_with_a_line() -> None:
+def test_contradicting_constraints_are_dropped_with_a_line() -> None:
     groups, kept, dropped = merge_constraints(
         {"secret": ("s1.py", "s2.py")}, [oc("s2.py", "s1.py"), oc("a.py", "a.py"), oc("a.py", "b.py"),
                                          oc("b.py", "a.py")])
     assert groups == {"secret": ("s1.py", "s2.py"), "order-1": ("a.py", "b.py")}
-    assert [c.first for c in kept] == ["a.py"]
-    assert len(dropped) == 3 and all(d.startswith("constraint dropped: ") for d in dropped)
+    assert [(c.first, c.second) for c in kept] == [("a.py", "a.py"), ("a.py", "b.py")]
+    assert len(dropped) == 2 and all(d.startswith("constraint dropped: ") for d in dropped)
+
+
+def test_a_constraint_inside_one_file_keeps_that_file_whole() -> None:
+    # Both tests in c.py: only a split (a chunk, a moved tail) breaks its order, so the file
+    # becomes a group of one, whose unit is never split; inside a declared group it stays there.
+    groups, kept, dropped = merge_constraints({"secret": ("s1.py", "s2.py")},
+                                              [oc("c.py", "c.py"), oc("s2.py", "s2.py", "polluter")])
+    assert groups == {"secret": ("s1.py", "s2.py"), "order-1": ("c.py",)}
+    assert len(kept) == 2 and dropped == []
+    assert kept[0].explain().startswith("c.py whole on one worker, never split: c.py::c provides")
+
+
+def test_a_diagnosis_inside_one_file_is_remembered_as_keep_it_whole(tmp_path: Path) -> None:
+    from suitefit.diagnose.explain import remember
+
+    with History(tmp_path / "h.sqlite") as h:
+        said = remember(h, "provider", "t.py::test_uses", "t.py::test_opens", "fails alone",
+                        source="bisect", run_id=None, rootdir=str(tmp_path))
+        assert said == "t.py runs whole on one worker, never split"
+        assert [(c.first_file, c.second_file, c.kind) for c in h.constraints()] == [("t.py", "t.py", "provider")]
 
 
 def test_a_learned_group_never_takes_a_declared_name() -> None:
@@ -77,7 +97,7 @@ def test_every_kept_constraint_holds_in_its_group(pairs: list[tuple[int, int]]) 
     assert where["f0.py"][1] < where["f1.py"][1]  # declared order kept
     for c in kept:
         (g1, i1), (g2, i2) = where[c.first], where[c.second]
-        assert g1 == g2 and i1 < i2, (c, groups)
+        assert g1 == g2 and (i1 < i2 or c.first == c.second), (c, groups)
 
 
 # -- stale constraints, the TOML export, the setting ------------------------------------------------
@@ -232,6 +252,52 @@ def test_the_first_failing_run_names_each_planted_pair_and_the_next_runs_pass(tm
         "suitefit: constraint dropped: test_g_polluter.py::test_switches_mode no longer exists "
         f"(polluter test_g_polluter.py::test_switches_mode -> test_e_victim.py::test_mode_is_normal, "
         f"found by run {run_id.id} --explain-failures)"]
+
+
+def _split_file_suite(root: Path) -> str:
+    """One long file whose last test needs its first (module state); three short files.
+    Passes under pytest and `--dist loadfile`; a split of the long file breaks it."""
+    (root / "pyproject.toml").write_text("[tool.suitefit]\nworkers = 2\ncalibrate = false\n")
+    body = ["import time", "STATE = {}", "", "def test_00_opens():", "    STATE['conn'] = 'open'", ""]
+    for i in range(30):
+        body += [f"def test_{i + 1:02d}_works():", "    time.sleep(0.04)", ""]
+    body += ["def test_zz_uses_the_connection():", "    assert STATE.get('conn') == 'open'", ""]
+    (root / "test_long.py").write_text("\n".join(body))
+    for f in "abc":
+        (root / f"test_{f}.py").write_text("import time\n\ndef test_short():\n    time.sleep(0.1)\n")
+    return "test_long.py::test_zz_uses_the_connection"
+
+
+def test_a_test_that_needs_an_earlier_test_of_its_split_file_keeps_the_file_whole_next_time(
+        tmp_path: Path) -> None:
+    # The plan splits a long file (chunks, or a tail moved at the end): its last test then runs
+    # without its first. The diagnosis finds that provider in the same file; a one-file
+    # constraint keeps the file whole from the next run on. It was "not remembered" (a file
+    # order cannot order a file's own tests), and every next run failed again.
+    victim = _split_file_suite(tmp_path)
+    prof = cli("profile", cwd=tmp_path)
+    assert prof.returncode == 0, prof.stdout[-2000:] + prof.stderr
+    started = timing.monotonic()
+    run = cli("run", "--explain-failures", cwd=tmp_path)
+    took = timing.monotonic() - started
+    out = run.stdout + run.stderr
+    assert run.returncode == 1, out[-3000:]
+    new = [ln for ln in out.splitlines() if ln.startswith(f"suitefit: new failure: {victim} ")]
+    assert len(new) == 1 and "this run split its file across gw0, gw1: " in new[0], out[-3000:]
+    assert (f"suitefit: diagnosis: {victim}: provider test_long.py::test_00_opens: " in out
+            and "remembered: test_long.py runs whole on one worker, never split" in out), out[-3000:]
+    with History(tmp_path / ".suitefit" / "history.sqlite") as h:
+        rec = h.latest_run(kinds=["run"])
+        assert rec is not None
+        meta = rec.meta_dict
+    # The diagnosis's pytest runs are not the run's: the next plans would predict them.
+    assert meta["explained_s"] > 1.0 and meta["command_wall_s"] <= took - meta["explained_s"] + 0.5, meta
+    plan = cli("plan", cwd=tmp_path)
+    assert "learned order: test_long.py whole on one worker, never split: " in plan.stdout, plan.stdout
+    assert "test_long.py[" not in plan.stdout and "tail of test_long.py" not in plan.stdout, plan.stdout
+    nxt = cli("run", cwd=tmp_path)
+    assert nxt.returncode == 0, nxt.stdout[-3000:] + nxt.stderr
+    assert "new failure" not in nxt.stdout + nxt.stderr
 
 
 def test_a_diagnosis_past_its_time_box_says_so_and_runs_nothing(tmp_path: Path) -> None:

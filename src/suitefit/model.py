@@ -122,6 +122,7 @@ class OrderConstraint:
 
     A provider's file comes before its consumer's; a victim's file before its polluter's
     (the polluter's state then never reaches it). Honoured exactly as a declared group.
+    Both tests in one file: ``first == second``, the file kept whole (a group of one).
     """
 
     first: str  # file
@@ -133,6 +134,9 @@ class OrderConstraint:
 
     def explain(self) -> str:
         what = ("provides the state it needs" if self.kind == "provider" else "pollutes it")
+        if self.first == self.second:
+            return (f"{self.first} whole on one worker, never split: {self.culprit} {what} "
+                    f"({self.test}: {self.evidence})")
         return (f"{self.first} before {self.second}, one worker: {self.culprit} {what} "
                 f"({self.test}: {self.evidence})")
 

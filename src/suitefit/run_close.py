@@ -16,6 +16,7 @@ import os
 from pathlib import Path
 from typing import Any, TextIO
 
+from suitefit import timing
 from suitefit.errors import SuitefitError
 from suitefit.exits import EXIT_FAILED, EXIT_OK, explain_exit
 from suitefit.history import History, RunRecord
@@ -40,6 +41,7 @@ class RunClose:
         # Made at configure time, before any test ran: a one-process run's tests change this
         # process's environment, and a replay must start from what the run started from.
         self.env = dict(os.environ)
+        self.explained_s = 0.0  # the failures' explanation and diagnosis: after the run, not of it
         # The command's wall is what a user waits for: up to this process's exit, after
         # pytest's own end (its terminal summary, plugins' unconfigure) that the closing
         # line comes before. The next plans learn what the model leaves out from it.
@@ -49,9 +51,14 @@ class RunClose:
         command_s = self.command_wall_s()
         if command_s is None:
             return
+        # A diagnosis's pytest runs (seconds each) are not the run's end: counted in, every
+        # next plan would predict them as time spent outside the tests (``costs._outside``).
+        meta: dict[str, float] = {"command_wall_s": round(command_s - self.explained_s, 3)}
+        if self.explained_s:
+            meta["explained_s"] = round(self.explained_s, 3)
         try:
             with History(path, create=False) as h:
-                h.merge_run_meta(self.run_id, command_wall_s=round(command_s, 3))
+                h.merge_run_meta(self.run_id, **meta)
         except (SuitefitError, OSError):  # the history went away or is locked: the run's lines stand
             pass
 
@@ -164,8 +171,11 @@ class RunClose:
             self.out.write(line + "\n")
             self.out.flush()
 
+        started = timing.monotonic()
         try:
             explain_run(self.history, self.run_id, say=say, diagnose_max=self.explain_max if diagnose else 0,
                         time_box_s=self.explain_s, env=self.env)
         except SuitefitError as e:
             say(f"suitefit: error: run {self.run_id}: explaining its failures: {e}")
+        finally:
+            self.explained_s += timing.monotonic() - started

@@ -49,6 +49,8 @@ class NewFailure:
     pass_worker: str
     pass_prefix: list[str]  # the same in the newest run it passed in
     cleared: set[str] = field(default_factory=set)  # ran before it in some run where it passed
+    # the workers its file's tests ran on in this run, when more than one: suitefit split it
+    split_across: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -101,8 +103,17 @@ def new_failures(history: History, run_id: int, limit: int = MAX_EXPLAINED) -> t
             if i == 0:
                 pass_prefix = p
         out.append(NewFailure(t.nodeid, t.outcome, run_id, t.worker, _prefix(history, run_id, t.worker, t.seq),
-                              [r[0] for r in rows], rows[0][1], pass_prefix, cleared))
+                              [r[0] for r in rows], rows[0][1], pass_prefix, cleared,
+                              _workers_of_file(history, run_id, t.nodeid.split("::", 1)[0])))
     return out, skipped
+
+
+def _workers_of_file(history: History, run_id: int, file: str) -> list[str]:
+    """The workers that ran ``file``'s tests in the run, if more than one (a chunk, a moved tail)."""
+    rows = history.execute("SELECT DISTINCT worker FROM tests WHERE run_id = ? AND file = ? AND seq >= 0 "
+                           "ORDER BY worker", [run_id, file])
+    workers = [str(r[0]) for r in rows]
+    return workers if len(workers) > 1 else []
 
 
 def _files_in_order(nodeids: Sequence[str], limit: int = 4) -> str:
@@ -121,8 +132,11 @@ def explain_line(nf: NewFailure) -> str:
         repro = reproducer([*nf.prefix, nf.nodeid])
     else:
         repro = f"suitefit bisect {nf.nodeid} --run-id {nf.run_id}"
+    split = (f"; this run split its file across {', '.join(nf.split_across)}: if it needs a test of its "
+             "file that ran elsewhere, --explain-failures finds that test and keeps the file whole"
+             if nf.split_across else "")
     return (f"suitefit: new failure: {nf.nodeid} {nf.outcome} on {nf.worker} after {now}{last}; "
-            f"it passed in run(s) {runs} (newest: on {nf.pass_worker} after {then}); "
+            f"it passed in run(s) {runs} (newest: on {nf.pass_worker} after {then}){split}; "
             f"reproduce: {repro}")
 
 
@@ -244,11 +258,11 @@ def _without_culprit(rep: Replayer, alone: str, budget: int,
                "files) or needs several tests together", reproducer([rep.nodeid]))
 
 
-def constraint_of(verdict: str, test: str, culprit: str) -> tuple[str, str] | None:
-    """(first file, second file) the next plan must keep in order on one worker, if any."""
+def constraint_of(verdict: str, test: str, culprit: str) -> tuple[str, str]:
+    """(first file, second file) the next plan must keep in order on one worker. One file
+    twice when both tests are in it: its order is pytest's as long as it runs whole on one
+    worker, which only a split (a chunk, a moved tail) breaks, so the plan keeps it whole."""
     tf, cf = test.split("::", 1)[0], culprit.split("::", 1)[0]
-    if tf == cf:
-        return None  # one file: a file order cannot change the order of its own tests
     return (cf, tf) if verdict == "provider" else (tf, cf)
 
 
@@ -258,10 +272,10 @@ def remember(history: History, verdict: str, test: str, culprit: str | None, evi
     if verdict not in ("provider", "polluter") or culprit is None:
         return ""
     files = constraint_of(verdict, test, culprit)
-    if files is None:
-        return ""
     history.add_constraint(ConstraintRecord(test, culprit, verdict, files[0], files[1], evidence, source,
                                             run_id, rootdir, timing.wall()))
+    if files[0] == files[1]:
+        return f"{files[0]} runs whole on one worker, never split"
     return f"{files[0]} runs before {files[1]} on one worker"
 
 

@@ -2,7 +2,9 @@
 
 A constraint ("A before B on one worker") means exactly what a declared
 ``[tool.suitefit] groups`` entry means, so it is honoured the same way: it becomes a
-group, and the planner and scheduler need nothing new. Constraints that touch a
+group, and the planner and scheduler need nothing new. A constraint inside one file
+(both tests in it) makes that file a group of its own, or keeps it in the group it is in:
+a group's unit is never split, so the file's tests keep pytest's order. Constraints that touch a
 declared group join it; constraints that share a file join each other. Within a
 group the order is a topological order of the declared sequence plus the
 constraints; a constraint that would close a cycle (it contradicts the declared
@@ -63,9 +65,9 @@ def merge_constraints(declared: Mapping[str, Sequence[str]], constraints: Sequen
     kept: list[OrderConstraint] = []
     dropped: list[str] = []
     for c in constraints:
-        if c.first == c.second:
-            dropped.append(f"constraint dropped: {c.culprit} and {c.test} are in one file; "
-                           "files cannot order tests inside a file")
+        if c.first == c.second:  # the file's own order, kept by never splitting it: a group's unit
+            add_node(c.first)
+            kept.append(c)
             continue
         add_node(c.first)
         add_node(c.second)

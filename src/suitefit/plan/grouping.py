@@ -206,7 +206,8 @@ def build_units(groups: Groups, file_costs: Mapping[str, FileCost],
                    f"({len(files)} file(s)): kept on one worker, as --dist loadgroup keeps them")
         else:
             what = "learned order group" if name.startswith(LEARNED_PREFIX) else "declared group"
-            why = f"{what} {name!r} ({len(files)} files): kept whole, in declared order"
+            why = (f"{what} {name!r} ({files[0]}): kept whole on one worker, never split" if len(files) == 1
+                   else f"{what} {name!r} ({len(files)} files): kept whole, in declared order")
         u = make_unit(f"group:{name}", files, file_costs, fixtures, why)
         if u.wall_s > lane_s and workers > 1:
             u = replace(u, reason=u.reason + f"; at {fmt_s(u.wall_s)} it is longer than the ideal lane "
