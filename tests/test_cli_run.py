@@ -89,9 +89,12 @@ def test_a_run_of_part_of_the_suite_says_so_and_teaches_no_prediction_error(tmp_
     # `-k 0`: all of test_f0.py (its name matches), the [0] test of the other five
     assert "; 5 file(s) ran only in part: the plan predicted it all" in some.stderr, some.stderr
     assert "; 5 of the plan's 6 files ran: the plan predicted it all" in fewer.stderr, fewer.stderr
+    previewed = suitefit("plan", "--json", "--", "-q", "tests/test_f2.py", cwd=tmp_path)
+    assert previewed.returncode == 0, previewed.stderr
     one = suitefit("run", "--", "-q", "tests/test_f2.py", cwd=tmp_path, env=env)
     assert one.returncode == 0, one.stderr
-    assert "suitefit: plan: the paths given select 1 of the 6 files: the plan is theirs" in one.stderr
+    selected = "suitefit: plan: the paths given select 1 of the 6 files (3 of 18 tests, 17%): the plan is theirs"
+    assert selected in one.stderr and selected in previewed.stderr, previewed.stderr
     assert "suitefit: plan: 1 worker(s)" in one.stderr and "the plan predicted it all" not in one.stderr
     with History(tmp_path / ".suitefit" / "history.sqlite") as h:
         runs = h.runs()
@@ -99,6 +102,9 @@ def test_a_run_of_part_of_the_suite_says_so_and_teaches_no_prediction_error(tmp_
         # it collected part of the suite: its start-up and end are not read as the suite's
         assert [bool(r.meta_dict.get("paths_given")) for r in runs] == [True, False, False, False, False]
         assert [u["files"] for u in runs[0].plan_dict["units"]] == [["tests/test_f2.py"]]
+        # `suitefit plan` with the run's arguments shows the plan that run made
+        shown = json.loads(previewed.stdout)
+        assert (shown["units"], shown["workers"]) == (runs[0].plan_dict["units"], runs[0].plan_dict["workers"])
         assert build_cost_model(h).wall_errors == errors  # neither part's error is learned
         assert h.partial_files([r.id for r in runs]) == {(runs[2].id, f"tests/test_f{i}.py") for i in range(1, 6)}
     md = {i: suitefit("report", str(i), "--markdown", cwd=tmp_path).stdout for i in (2, 3)}

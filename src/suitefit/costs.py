@@ -75,6 +75,7 @@ def build_cost_model(history: History | None, *, files: Sequence[str] = (),
     fixtures: tuple[FixtureCost, ...] = ()
     worker = DEFAULT_WORKER
     controller_s: float | None = None
+    collect_fraction: float | None = None
     serial_peak: float | None = None
     times_from_workers = False
     used_runs: set[int] = set()
@@ -95,7 +96,7 @@ def build_cost_model(history: History | None, *, files: Sequence[str] = (),
         marked = history.xdist_groups(run_ids)
         declared = join_marked_groups(declared, {n: [f for f in fs if f not in gone] for n, fs in marked.items()})
         whole = _without(sorted(used_runs), part)
-        worker, wnote, startups = _worker(history, whole)
+        worker, wnote, startups, collect_fraction = _worker(history, whole)
         controller_s = _controller_start(history, whole)
         notes.append(wnote)
         if slowdown:
@@ -136,6 +137,7 @@ def build_cost_model(history: History | None, *, files: Sequence[str] = (),
         slowdown_unconfirmed=unconfirmed,
         first_uses=first_uses,
         startup_by_workers=startups,
+        collect_fraction=collect_fraction,
         controller_s=controller_s,
         outside_by_workers=outside,
         serial_end_s=median(ends) if ends else None,
@@ -162,12 +164,17 @@ def restrict(costs: CostModel, keep: Callable[[str], bool], why: str) -> CostMod
     fixtures' users, groups and order constraints cut to match); ``why`` says what chose them."""
     files = tuple(f for f in costs.files if keep(f.path))
     groups = {g: kept for g, fs in costs.declared_groups.items() if (kept := tuple(f for f in fs if keep(f)))}
+    tests, of = sum(f.tests for f in files), sum(f.tests for f in costs.files)
+    share = (tests / of if of else len(files) / len(costs.files) if costs.files else 1.0) * costs.selected_share
+    counted = f" ({tests:,} of {of:,} tests, {share:.0%})" if of else ""
     return replace(
         costs, files=files,
         fixtures=tuple(replace(fx, files=tuple(f for f in fx.files if keep(f))) for fx in costs.fixtures),
         declared_groups=groups,
         constraints=tuple(c for c in costs.constraints if keep(c.first) and keep(c.second)),
-        notes=(*costs.notes, f"{why} select {len(files)} of the {len(costs.files)} files: the plan is theirs"))
+        selected_share=share,
+        notes=(*costs.notes, f"{why} select {len(files)} of the {len(costs.files)} files{counted}: "
+                             "the plan is theirs"))
 
 
 def gone_files(paths: Iterable[str], root: Path | None) -> list[str]:
@@ -945,24 +952,28 @@ def _without(run_ids: Sequence[int], part: Collection[int]) -> list[int]:
     return [r for r in run_ids if r not in part] or list(run_ids)
 
 
-def _worker(history: History, run_ids: Sequence[int]) -> tuple[WorkerCost, str, dict[int, float]]:
-    """One worker's startup and baseline (medians), and the startup per worker count: workers
-    that start together compete for the CPUs, and that is measured, not assumed."""
+def _worker(history: History, run_ids: Sequence[int]
+            ) -> tuple[WorkerCost, str, dict[int, float], float | None]:
+    """One worker's startup and baseline (medians), the startup per worker count (workers
+    that start together compete for the CPUs, and that is measured, not assumed), and the
+    share of a startup its collection took (median; None where none recorded it)."""
     rows = history.execute(
-        f"SELECT w.startup_s, w.baseline_mb, r.workers FROM workers w JOIN runs r ON r.id = w.run_id "
+        f"SELECT w.startup_s, w.baseline_mb, r.workers, w.collect_s FROM workers w "
+        f"JOIN runs r ON r.id = w.run_id "
         f"WHERE w.run_id IN ({_q(run_ids)}) AND w.startup_s IS NOT NULL AND w.baseline_mb IS NOT NULL")
     if not rows:
         w = DEFAULT_WORKER
         return w, (f"no worker startup recorded: assumed {fmt_s(w.startup_s)} startup and "
-                   f"{fmt_mb(w.baseline_mb)} baseline per worker"), {}
+                   f"{fmt_mb(w.baseline_mb)} baseline per worker"), {}, None
     w = WorkerCost(startup_s=median(float(r[0]) for r in rows),
                    baseline_mb=median(float(r[1]) for r in rows))
     by_n: dict[int, list[float]] = {}
-    for startup, _, n in rows:
+    for startup, _, n, _ in rows:
         by_n.setdefault(max(1, int(n or 0)), []).append(float(startup))
     startups = {n: median(v) for n, v in by_n.items()}
+    shares = [min(1.0, max(0.0, float(c) / float(s))) for s, _, _, c in rows if c is not None and float(s) > 0]
     return w, (f"worker startup {fmt_s(w.startup_s)} and baseline {fmt_mb(w.baseline_mb)}: "
-               f"medians of {len(rows)} recorded worker(s)"), startups
+               f"medians of {len(rows)} recorded worker(s)"), startups, (median(shares) if shares else None)
 
 
 def _controller_start(history: History, run_ids: Sequence[int]) -> float | None:

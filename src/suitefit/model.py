@@ -162,6 +162,13 @@ class CostModel:
     # calibration run -> (seconds, tests): its tests' first uses, left out of its slowdown
     first_uses: Mapping[int, tuple[float, int]] = field(default_factory=dict)
     startup_by_workers: Mapping[int, float] = field(default_factory=dict)
+    # of a worker's start-up, the share its collection takes (median over recorded workers);
+    # None: not recorded
+    collect_fraction: float | None = None
+    # a run of part of the suite (``costs.restrict``): its files' share of the suite's tests.
+    # It collects only those and ends after tearing down only those: the planner scales the
+    # measured collection and end by it
+    selected_share: float = 1.0
     # xdist's controller before it starts its workers: a serial startup less its collection
     controller_s: float | None = None
     # worker count -> what past `suitefit run` commands took outside their tests' span

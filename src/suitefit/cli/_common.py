@@ -7,7 +7,7 @@ import subprocess
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
@@ -17,6 +17,9 @@ from suitefit.config import Config, load_config
 from suitefit.errors import SuitefitError
 from suitefit.exits import EXIT_NO_TESTS
 from suitefit.history import History, HistoryCorrupt, set_aside
+
+if TYPE_CHECKING:
+    from suitefit.model import CostModel
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -129,3 +132,21 @@ def finalize_run(h: History, run_id: int, rc: int) -> str:
                      wall_s=timing.wall() - run.started)
         return status
     return run.status
+
+
+def restrict_to_paths(costs: CostModel, args: Sequence[str], root: Path) -> CostModel:
+    """The files pytest's path arguments select (`suitefit run -- tests/unit`, and `suitefit
+    plan` with the same arguments): the plan is theirs, its worker count and prediction too. Unchanged where the arguments name no path,
+    one that cannot be read as a path under the suite's folder, or no measured file (new
+    files are then planned as the run finds them)."""
+    from suitefit.costs import restrict
+    from suitefit.selection import files_selected
+
+    keep = files_selected(list(args), Path.cwd(), root)
+    if keep is None:
+        return costs
+    picked = restrict(costs, keep, "the paths given")
+    if not any(f.measured for f in picked.files) or len(picked.files) == len(costs.files):
+        return costs
+    click.echo(f"suitefit: plan: {picked.notes[-1]}", err=True)
+    return picked

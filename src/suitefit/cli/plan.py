@@ -11,6 +11,7 @@ from typing import Any
 import click
 
 from suitefit.budget import detect_budget
+from suitefit.cli._common import restrict_to_paths
 from suitefit.config import load_config
 from suitefit.costs import load_costs_or_discover
 from suitefit.errors import SuitefitError
@@ -60,7 +61,7 @@ def _print_plan(console: Any, plan: Plan, show_all: bool) -> None:
         console.print(f"  warning: {w}", style="yellow", highlight=False, markup=False)
 
 
-@click.command("plan")
+@click.command("plan", context_settings={"ignore_unknown_options": True})
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
 @click.option("--memory-budget", metavar="SIZE", help="Memory budget, e.g. 6GiB (default: detected).")
 @click.option("--workers", type=click.IntRange(min=1), help="Pin the worker count.")
@@ -74,10 +75,14 @@ def _print_plan(console: Any, plan: Plan, show_all: bool) -> None:
               help="With --constraints: print them as [tool.suitefit] groups TOML, for review.")
 @click.option("--write", "write_pyproject", is_flag=True,
               help="With --as-groups: add that table to pyproject.toml instead of printing it.")
+@click.argument("pytest_args", nargs=-1, type=click.UNPROCESSED)
 def command(as_json: bool, memory_budget: str | None, workers: int | None, shards: int | None,
             history_path: Path | None, show_all: bool, show_constraints: bool, as_groups: bool,
-            write_pyproject: bool) -> None:
-    """Plan workers, groups, order and shards from the history, with one reason per decision."""
+            write_pyproject: bool, pytest_args: tuple[str, ...]) -> None:
+    """Plan workers, groups, order and shards from the history, with one reason per decision.
+
+    Arguments after `--` are the ones `suitefit run` would pass to pytest: paths among them
+    plan only those files, as that run would."""
     cfg = load_config()
     path = history_path or cfg.history_path
     if (as_groups or write_pyproject) and not show_constraints:
@@ -91,6 +96,7 @@ def command(as_json: bool, memory_budget: str | None, workers: int | None, shard
         return
     budget = detect_budget(memory_budget, workers, cfg)
     costs, found, discovered = load_costs_or_discover(cfg, path)
+    costs = restrict_to_paths(costs, pytest_args, cfg.root)
     for line in costs.dropped_constraints:
         click.echo(f"suitefit: {line}", err=True)
     head = (f"history: {path} ({costs.runs_used} run(s) used)" if costs.runs_used else

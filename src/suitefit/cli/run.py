@@ -14,6 +14,7 @@ import click
 from suitefit.cli._common import (
     history_for_a_run,
     history_option,
+    restrict_to_paths,
     start_measured_run,
     xdist_option,
 )
@@ -21,7 +22,7 @@ from suitefit.cli.handover import Handover
 from suitefit.config import load_config
 from suitefit.errors import SuitefitError
 from suitefit.history import History
-from suitefit.model import CostModel, Measured, Plan, WorkerCost, predicted
+from suitefit.model import Measured, Plan, WorkerCost, predicted
 from suitefit.units import fmt_mb, fmt_s
 
 
@@ -95,7 +96,7 @@ def _prepare(history_path: Path | None, memory_budget: str | None, workers: int 
     h = history_for_a_run(path) if path.exists() else None
     explain_n = _explain_count(explain, explain_limit, cfg.explain_failures)
     costs, existed, _ = load_costs_or_discover(cfg, path, history=h)
-    costs = _restrict_to_paths(costs, args, cfg.root)
+    costs = restrict_to_paths(costs, args, cfg.root)
     for line in costs.dropped_constraints:
         click.echo(f"suitefit: {line}", err=True)
     budget = detect_budget(memory_budget, workers, cfg)
@@ -165,24 +166,6 @@ def _prepare(history_path: Path | None, memory_budget: str | None, workers: int 
         full += ["-n", "0"] if _has_xdist() else []
     h.close()
     return Handover((*full, *args), h.path, run_id)
-
-
-def _restrict_to_paths(costs: CostModel, args: list[str], root: Path) -> CostModel:
-    """The files pytest's path arguments select (`suitefit run -- tests/unit`): the plan is
-    theirs, its worker count and prediction too. Unchanged where the arguments name no path,
-    one that cannot be read as a path under the suite's folder, or no measured file (new
-    files are then planned as the run finds them)."""
-    from suitefit.costs import restrict
-    from suitefit.selection import files_selected
-
-    keep = files_selected(args, Path.cwd(), root)
-    if keep is None:
-        return costs
-    picked = restrict(costs, keep, "the paths given")
-    if not any(f.measured for f in picked.files) or len(picked.files) == len(costs.files):
-        return costs
-    click.echo(f"suitefit: plan: {picked.notes[-1]}", err=True)
-    return picked
 
 
 def _explain_count(flag: bool | None, limit: int | None, configured: int) -> int:

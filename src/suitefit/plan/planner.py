@@ -214,12 +214,29 @@ def _plan_one(costs: CostModel, budget: Budget, rules: GroupingRules,
     controller_start_s = (costs.controller_s if costs.controller_s is not None
                           else costs.startup_by_workers.get(1, worker.startup_s))
 
-    def startup_for(w: int) -> float:
+    # A run of part of the suite (``costs.selected_share`` < 1: paths given) collects only its
+    # files, and its processes end having torn down only what they collected: the measured
+    # collection (its share of a start-up) and end (less the plugins' unconfigure, which every
+    # pytest process runs whatever it collected) scale with its share of the suite's tests.
+    share = costs.selected_share
+    start_scale = 1.0 - (costs.collect_fraction or 0.0) * (1.0 - share)
+    hooks = costs.controller_end_s or 0.0
+
+    def whole_startup_for(w: int) -> float:
         return costs.startup_by_workers.get(w, worker.startup_s * slow_for(w))
 
-    def head_for(w: int) -> float:
+    def startup_for(w: int) -> float:
+        return whole_startup_for(w) * start_scale
+
+    def head_for(w: int, whole: bool = False) -> float:
         # what the model puts before the first test: the controller's start (with workers), a worker's
-        return startup_for(w) + (controller_start_s if w >= 2 else 0.0)
+        return ((whole_startup_for if whole else startup_for)(w)
+                + (controller_start_s if w >= 2 else 0.0))
+
+    def end_share(end: float, w: int) -> float:
+        """``end`` (measured on whole runs) as a run of ``share`` of the tests ends."""
+        fixed = min(end, hooks * (2 if w >= 2 else 1))
+        return end if share >= 1.0 or end <= 0 else fixed + (end - fixed) * share
 
     outside, serial_end = costs.outside_by_workers, costs.serial_end_s
     # what the controller adds after its workers' ends (a serial run's unconfigure hooks), or,
@@ -236,18 +253,18 @@ def _plan_one(costs: CostModel, budget: Budget, rules: GroupingRules,
         """
         if outside:
             m = w if w in outside else min(outside, key=lambda n: (abs(n - w), n))
-            beyond = outside[m] - head_for(m)
+            beyond = outside[m] - head_for(m, whole=True)  # measured with whole start-ups
             derived = m == 1 and w >= 2
             if derived:
                 beyond += again if again is not None else max(0.0, beyond)
-            return max(beyond, -head_for(w)), derived
+            return max(end_share(beyond, w), -head_for(w)), derived
         if serial_end is not None:
-            return serial_end + ((again or 0.0) if w >= 2 else 0.0), w >= 2
+            return end_share(serial_end + ((again or 0.0) if w >= 2 else 0.0), w), w >= 2
         return 0.0, False
 
     # a worker ended to make room is gone only after its session's end and its exit: as
     # long as a measured serial command's end after its last test
-    exit_s = serial_end if serial_end is not None else max(0.0, overhead_for(1)[0])
+    exit_s = end_share(serial_end, 1) if serial_end is not None else max(0.0, overhead_for(1)[0])
     releasable = releasable_fixtures(plan_fixtures, rules, costs.release)
     def fixed_for(w: int) -> float:
         """Memory outside the workers: xdist's controller (with workers) and the sampler."""
@@ -412,8 +429,12 @@ def _plan_one(costs: CostModel, budget: Budget, rules: GroupingRules,
                    f"{outer.cpus} CPUs ({outer.cpus_source or 'given'})")
     reasons.append(f"headroom: {fmt_mb(room_mb)} kept free, {room_why}; units are admitted "
                    f"against {fmt_mb(budget.memory_mb)}")
-    reasons.append(f"each worker: {fmt_s(worker.startup_s)} startup, {fmt_mb(worker.baseline_mb)} "
-                   f"baseline" + (f"; xdist's controller process counted as one more baseline and "
+    scaled = (f" ({fmt_s(worker.startup_s)} for the whole suite, of which its collection "
+              f"{costs.collect_fraction or 0.0:.0%} scaled to the {share:.0%} of the tests selected; "
+              f"the end after the tests scaled so too, less the plugins' unconfigure "
+              f"{fmt_s(hooks)})" if share < 1.0 else "")
+    reasons.append(f"each worker: {fmt_s(worker.startup_s * start_scale)} startup{scaled}, "
+                   f"{fmt_mb(worker.baseline_mb)} baseline" + (f"; xdist's controller process counted as one more baseline and "
                                   f"{fmt_s(controller_start_s)} before the workers start ("
                                   + ("a serial run's startup less its collection: the controller "
                                      "collects nothing" if costs.controller_s is not None else
