@@ -72,6 +72,27 @@ def test_no_history_says_so_and_plans_found_files(tmp_path: Path) -> None:
     assert not (tmp_path / "h.sqlite").exists()
 
 
+def test_a_declared_group_naming_a_file_that_is_not_there_plans_without_it(tmp_path: Path) -> None:
+    # A typo or a file deleted since: it had a unit at a default cost that never ran, in every
+    # prediction. Now one line says so and the plan leaves it out, with or without a history.
+    _project(tmp_path, 'groups = { db = ["tests/test_b.py", "tests/test_gone.py"], '
+                       'lost = ["tests/test_typo.py"] }\n')
+    for name in ("test_a.py", "test_b.py"):
+        (tmp_path / "tests" / name).write_text("def test_x():\n    pass\n")
+    for history in (False, True):
+        if history:
+            assert suitefit("profile", cwd=tmp_path).returncode == 0
+        res = suitefit("plan", "--json", cwd=tmp_path)
+        assert res.returncode == 0, res.stderr
+        said = [ln for ln in res.stderr.splitlines() if "[tool.suitefit] groups" in ln]
+        assert said == [f"suitefit: [tool.suitefit] groups: 'db' names tests/test_gone.py, which is not under "
+                        f"{tmp_path}: left out of the plan",
+                        f"suitefit: [tool.suitefit] groups: 'lost' names tests/test_typo.py, which is not "
+                        f"under {tmp_path}: left out of the plan"], res.stderr
+        units = {u["name"]: u["files"] for u in json_out(res)["units"]}
+        assert units == {"group:db": ["tests/test_b.py"], "tests/test_a.py": ["tests/test_a.py"]}, units
+
+
 def test_shards_json_covers_every_file_once(tmp_path: Path) -> None:
     _project(tmp_path)
     files = _pool_history(tmp_path)

@@ -52,8 +52,9 @@ def build_cost_model(history: History | None, *, files: Sequence[str] = (),
                      window: int = WINDOW_RUNS, default_s: float | None = None,
                      default_mb: float | None = None, root: Path | None = None) -> CostModel:
     """A CostModel from ``history``; ``files`` never seen (and declared ones) get a stated default."""
-    declared = {str(k): tuple(v) for k, v in (groups or {}).items()}
-    learned, dropped = learned_constraints(history, root) if history is not None else ([], [])
+    declared, dropped = _declared_present({str(k): tuple(v) for k, v in (groups or {}).items()}, root)
+    learned, stale = learned_constraints(history, root) if history is not None else ([], [])
+    dropped += stale
     declared, honoured, contradicted = merge_constraints(declared, learned)
     dropped += contradicted
     notes: list[str] = []
@@ -155,7 +156,7 @@ def build_cost_model(history: History | None, *, files: Sequence[str] = (),
         declared_groups=declared,
         notes=tuple(notes) + tuple(f"learned order: {c.explain()}" for c in honoured),
         constraints=tuple(honoured),
-        dropped_constraints=tuple(dropped),
+        left_out=tuple(dropped),
     )
 
 
@@ -175,6 +176,19 @@ def restrict(costs: CostModel, keep: Callable[[str], bool], why: str) -> CostMod
         selected_share=share,
         notes=(*costs.notes, f"{why} select {len(files)} of the {len(costs.files)} files{counted}: "
                              "the plan is theirs"))
+
+
+def _declared_present(groups: dict[str, tuple[str, ...]], root: Path | None
+                      ) -> tuple[dict[str, tuple[str, ...]], list[str]]:
+    """``[tool.suitefit] groups`` less the files not under ``root`` (a typo, a file deleted
+    since), judged as ``gone_files`` judges; a line for each. Such a file would be planned
+    at a default cost, a unit's worth of time that never runs, in every prediction."""
+    gone = set(gone_files(dict.fromkeys(f for fs in groups.values() for f in fs), root))
+    if not gone:
+        return groups, []
+    lines = [f"[tool.suitefit] groups: {name!r} names {f}, which is not under {root}: left out of the plan"
+             for name, fs in groups.items() for f in fs if f in gone]
+    return {n: kept for n, fs in groups.items() if (kept := tuple(f for f in fs if f not in gone))}, lines
 
 
 def gone_files(paths: Iterable[str], root: Path | None) -> list[str]:
@@ -999,7 +1013,7 @@ def load_cost_model(cfg: Config, history_path: Path | None = None,
     path = history_path or cfg.history_path
     if not Path(path).exists():
         return build_cost_model(None, files=files, groups=cfg.groups, default_s=default_s,
-                                default_mb=default_mb), False
+                                default_mb=default_mb, root=cfg.root), False
     with History(path, create=False) as h:
         return build_cost_model(h, files=files, groups=cfg.groups, default_s=default_s,
                                 default_mb=default_mb, root=cfg.root), True

@@ -202,7 +202,9 @@ class CostModel:
     notes: tuple[str, ...] = ()  # defaults taken and why
     # Learned order constraints, already merged into ``declared_groups`` (kept for display)
     constraints: tuple[OrderConstraint, ...] = ()
-    dropped_constraints: tuple[str, ...] = ()  # one line each: stale or contradicting ones
+    # one line each: what of the declared groups (a file not there) and the learned constraints
+    # (stale, contradicting) the plan leaves out
+    left_out: tuple[str, ...] = ()
 
     @property
     def controller_peak_mb(self) -> float:

@@ -97,7 +97,7 @@ def command(as_json: bool, memory_budget: str | None, workers: int | None, shard
     budget = detect_budget(memory_budget, workers, cfg)
     costs, found, discovered = load_costs_or_discover(cfg, path)
     costs = restrict_to_paths(costs, pytest_args, cfg.root)
-    for line in costs.dropped_constraints:
+    for line in costs.left_out:
         click.echo(f"suitefit: {line}", err=True)
     head = (f"history: {path} ({costs.runs_used} run(s) used)" if costs.runs_used else
             f"no history at {path}" if not found else f"history {path} holds no finished run")

@@ -97,7 +97,7 @@ def _prepare(history_path: Path | None, memory_budget: str | None, workers: int 
     explain_n = _explain_count(explain, explain_limit, cfg.explain_failures)
     costs, existed, _ = load_costs_or_discover(cfg, path, history=h)
     costs = restrict_to_paths(costs, args, cfg.root)
-    for line in costs.dropped_constraints:
+    for line in costs.left_out:
         click.echo(f"suitefit: {line}", err=True)
     budget = detect_budget(memory_budget, workers, cfg)
     spec = None
