@@ -132,3 +132,18 @@ def test_a_groups_files_run_on_one_worker_from_the_first_run_on(tmp_path: Path, 
         assert len(workers) == 1 and workers <= {"gw0", "gw1"}, (run, workers)
     plan = suitefit("plan", cwd=tmp_path, python=python).stdout
     assert "their tests are marked xdist_group('db') (2 file(s)): kept on one worker" in plan, plan
+
+
+@pytest.mark.parametrize(("source", "names"), [
+    (b'@pytest.mark.xdist_group("db")\ndef test_a(): ...', {"db"}),
+    (b'pytestmark = [pytest.mark.xdist_group(name="db"), pytest.mark.xdist_group("q")]', {"db", "q"}),
+    (b'@pytest.mark.xdist_group(GROUP)\ndef test_a(): ...', {"?"}),  # a name the source does not spell
+    (b'item.add_marker("xdist_group")', {"?"}),
+    (b'# xdist_group is what --dist loadgroup reads\ndef test_a(): ...', set()),  # a mention
+    (b'def test_a(): ...', set()),
+])
+def test_the_first_plan_and_the_doctor_read_marks_in_source_alike(source: bytes, names: set[str]) -> None:
+    from suitefit.marks import MARK_USE, group_names
+
+    assert group_names(source) == names
+    assert bool(MARK_USE.search(source)) == bool(names)  # the doctor: "marks in use"

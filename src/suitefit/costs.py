@@ -1019,27 +1019,20 @@ def load_cost_model(cfg: Config, history_path: Path | None = None,
                                 default_mb=default_mb, root=cfg.root), True
 
 
-# xdist_group("db"), xdist_group(name="db"): the names a first plan can read from the source
-_GROUP_NAME = re.compile(rb"""xdist_group\s*\(\s*(?:name\s*=\s*)?["']([^"']*)["']""")
-
-
 def marked_in_source(root: Path, files: Sequence[str]) -> dict[str, list[str]]:
     """Group name -> the files whose source marks tests ``xdist_group(NAME)``: what a first
     plan, before any run recorded the marks pytest saw (``History.xdist_groups``), keeps on
     one worker. A mark whose name is not a plain string here joins the group "?", with every
     other such file: a group too large costs balance, a group split costs the tests."""
+    from suitefit.marks import group_names
+
     out: dict[str, list[str]] = {}
     for f in files:
         try:
             text = (root / f).read_bytes()
         except OSError:
             continue
-        if b"xdist_group" not in text:
-            continue
-        names = {m.group(1).decode(errors="replace") for m in _GROUP_NAME.finditer(text)}
-        if not names and b"mark.xdist_group" not in text:  # a mention, not a mark
-            continue
-        for n in sorted(names or {"?"}):
+        for n in sorted(group_names(text)):
             out.setdefault(n, []).append(f)
     return out
 

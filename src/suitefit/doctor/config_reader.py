@@ -12,7 +12,6 @@ from __future__ import annotations
 import configparser
 import fnmatch
 import os
-import re
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -20,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from suitefit.errors import SuitefitError
+from suitefit.marks import MARK_USE
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -166,9 +166,6 @@ class SourceScan:
     notes: list[str] = field(default_factory=list)
 
 
-# A mark in use, not a mention: @pytest.mark.xdist_group(...), add_marker("xdist_group"...),
-# Mark("xdist_group", ...), pytestmark = [...xdist_group...].
-_MARK_USE = re.compile(rb"""mark\.xdist_group\s*\(|(?:add_marker|Mark)\(\s*["']xdist_group["']""")
 _PYTEST_INIS = ("pytest.ini", ".pytest.ini")
 
 
@@ -209,7 +206,7 @@ def scan_group_marks(root: Path, collect: dict[str, list[str]] | None = None) ->
         if n > _MAX_FILES:
             return SourceScan(tuple(hits), n - 1, truncated=True)
         try:
-            if _MARK_USE.search(path.read_bytes()):
+            if MARK_USE.search(path.read_bytes()):
                 hits.append(str(path.relative_to(root)) if path.is_relative_to(root) else str(path))
         except OSError:
             continue
