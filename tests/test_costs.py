@@ -212,8 +212,10 @@ def test_a_run_that_named_its_paths_does_not_set_the_suites_start_up(tmp_path: P
         for r in h.runs()[:3]:
             h.merge_run_meta(r.id, paths_given=True)
         assert build_cost_model(h).worker.startup_s == pytest.approx(2.6)
-        h.merge_run_meta(h.runs()[-1].id, paths_given=True)  # only such runs: they are all there is
-        assert build_cost_model(h).worker.startup_s == pytest.approx(0.4)
+        # `pytest numpy` names the whole of a suite without testpaths: the run that collected
+        # the most tests is the suite's, whatever its command named
+        h.merge_run_meta(h.runs()[-1].id, paths_given=True)
+        assert build_cost_model(h).worker.startup_s == pytest.approx(2.6)
     # the same for runs that selected some tests (-k: partial files) or left files out
     write_history(tmp_path / "k.sqlite", [SynthRun(_one_worker(files), files, startup_s=2.6),
                                           *(SynthRun(_one_worker(part), part, startup_s=0.4) for _ in range(3))])
@@ -568,3 +570,27 @@ def test_a_run_of_part_of_the_suite_pays_its_share_of_collection_and_end(workers
     assert unscaled.predicted_wall_s - scaled.predicted_wall_s == pytest.approx(saved, abs=0.01), scaled.reasons
     assert any("of which its collection 75% scaled to the 20% of the tests selected" in r for r in scaled.reasons)
     assert make_plan(whole, budget).predicted_wall_s > unscaled.predicted_wall_s  # more files, same fixed parts
+
+
+def test_runs_of_part_of_the_suite_do_not_set_the_measured_slowdown(tmp_path: Path) -> None:
+    # numpy 2.4: three files of numpy/random side by side read 1.60x their serial time, the
+    # whole suite 1.33x; the median of both kinds planned the whole suite at 1.47x, 306 s for
+    # a 271 s run. Every command there names `numpy` (no testpaths): the whole run is the
+    # one that collected the most.
+    files = {f"t/test_{i}.py": SynthFile(f"t/test_{i}.py", 1.0) for i in range(6)}
+    part = {p: files[p] for p in sorted(files)[:4]}
+
+    def two(fs: dict[str, SynthFile]) -> dict[str, list[str]]:
+        names = sorted(fs)
+        return {"gw0": names[0::2], "gw1": names[1::2]}
+
+    write_history(tmp_path / "h.sqlite", [SynthRun(_one_worker(files), files),
+                                          SynthRun(two(files), files, kind="run", scale=1.2),
+                                          *(SynthRun(two(part), part, kind="run", scale=1.8) for _ in range(3))])
+    with History(tmp_path / "h.sqlite") as h:
+        assert build_cost_model(h).slowdown[2] == pytest.approx(1.8)  # unmarked: 3 runs of 4
+        for r in h.runs():
+            h.merge_run_meta(r.id, paths_given=True)
+        cm = build_cost_model(h)
+    assert cm.slowdown[2] == pytest.approx(1.2)
+    assert cm.run_slowdown[5] == pytest.approx(1.8)  # each run's own figure is still its own

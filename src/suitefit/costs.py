@@ -87,7 +87,7 @@ def build_cost_model(history: History | None, *, files: Sequence[str] = (),
         partial = history.partial_files(run_ids)
         part = _part_runs(history, run_ids, partial)
         fcosts, used_runs, (slowdown, run_slowdown, unconfirmed, first_uses), fault = _files(
-            history, run_ids, last, fx_rows, fx_files, partial)
+            history, run_ids, last, fx_rows, fx_files, partial, part)
         gone = gone_files(fcosts, root)
         for path in gone:
             del fcosts[path]
@@ -280,8 +280,8 @@ def _fixtures(history: History, run_ids: Sequence[int]) -> tuple[
 
 def _files(history: History, run_ids: Sequence[int], last: int,
            fx_on_worker: Mapping[tuple[int, str], Mapping[str, tuple[float, float]]],
-           fx_users: Mapping[int, Mapping[str, set[str]]], partial: Collection[tuple[int, str]] = ()
-           ) -> tuple[dict[str, FileCost], set[int],
+           fx_users: Mapping[int, Mapping[str, set[str]]], partial: Collection[tuple[int, str]] = (),
+           part: Collection[int] = ()) -> tuple[dict[str, FileCost], set[int],
                       tuple[dict[int, float], dict[int, float], frozenset[int], dict[int, tuple[float, int]]],
                       tuple[float, str] | None]:
     rows = history.execute(
@@ -330,7 +330,7 @@ def _files(history: History, run_ids: Sequence[int], last: int,
             s, k = first_by_run.get(key[0], (0.0, 0))
             first_by_run[key[0]] = (s + excess, k + n)
     # with faults modelled, files that touch much memory are priced apart from CPU sharing
-    slowdown, by_run = _slowdown(n_of, per, heavy_apart=fault is not None, priors=calibrations)
+    slowdown, by_run = _slowdown(n_of, per, heavy_apart=fault is not None, priors=calibrations, part=part)
     by_path: dict[str, list[tuple[int, list[float]]]] = {}
     used: set[int] = set(calibrations)  # read for their workers' start-up, not their files' times
     for (run_id, path), acc in per.items():
@@ -622,7 +622,7 @@ def _kept(rows: Sequence[Sequence[Any]], set_up: Sequence[tuple[float, float]],
 
 
 def _slowdown(n_of: Mapping[int, int], per: Mapping[tuple[int, str], list[float]],
-              heavy_apart: bool = False, priors: Collection[int] = ()
+              heavy_apart: bool = False, priors: Collection[int] = (), part: Collection[int] = ()
               ) -> tuple[dict[int, float], dict[int, float]]:
     """Worker count -> how much longer a file takes than in a serial run on this machine; and
     run -> that run's own figure (what a calibration says it measured).
@@ -636,6 +636,9 @@ def _slowdown(n_of: Mapping[int, int], per: Mapping[tuple[int, str], list[float]
     ``n_of``: run -> its workers. ``priors``: calibration runs (a profile's slice of short
     files side by side, ``plan/calibration.py``), read for a count only until a whole run
     measured it: on scipy.sparse the slice said 1.77x where whole runs measured 1.55x.
+    ``part``: runs of part of the suite (``_part_runs``), read for a count only while a run of
+    the whole suite measured it: their files are not the suite's mix side by side (numpy's
+    ``random`` alone read 1.60x, the whole suite 1.33x).
     """
     serial: dict[str, list[float]] = {}
     tests: dict[str, float] = {}
@@ -662,10 +665,11 @@ def _slowdown(n_of: Mapping[int, int], per: Mapping[tuple[int, str], list[float]
                  else slowdown_factor([(t, s) for t, s, _ in ps]))
             if f is not None:
                 by_run[r] = f
-        whole = [by_run[r] for r in runs if r in by_run and r not in priors]
+        whole = [by_run[r] for r in runs if r in by_run and r not in priors and r not in part]
+        some = [by_run[r] for r in runs if r in by_run and r not in priors and r in part]
         prior = [by_run[r] for r in runs if r in by_run and r in priors]
-        if whole or prior:
-            out[n] = max(0.5, median(whole or prior))
+        if whole or some or prior:
+            out[n] = max(0.5, median(whole or some or prior))
     return out, by_run
 
 
@@ -799,8 +803,9 @@ def _wall_errors(history: History, limit: int = PEAK_ERROR_RUNS) -> tuple[float,
     import json
 
     out: list[float] = []
-    for plan_text, meta_text in history.execute(
-            "SELECT plan, meta FROM runs WHERE kind = 'run' AND plan IS NOT NULL "
+    most = _most_collected(history)
+    for plan_text, meta_text, collected in history.execute(
+            "SELECT plan, meta, collected FROM runs WHERE kind = 'run' AND plan IS NOT NULL "
             "AND status IN ('passed', 'failed') ORDER BY id DESC LIMIT ?", [limit]):
         try:
             plan = json.loads(plan_text)
@@ -810,7 +815,7 @@ def _wall_errors(history: History, limit: int = PEAK_ERROR_RUNS) -> tuple[float,
         except (ValueError, KeyError, TypeError):
             continue
         if (predicted > 0 and isinstance(took, (int, float)) and took > 0 and _learned_from(plan)
-                and not meta.get("part_of_plan") and not meta.get("paths_given")):
+                and not meta.get("part_of_plan") and not _named_part(meta, collected, most)):
             out.append(float(took) / predicted - 1.0)
     return tuple(out)
 
@@ -954,11 +959,34 @@ def _part_runs(history: History, run_ids: Sequence[int], partial: Collection[tup
     teardown of what ran) would make the whole suite's look shorter: three ``-k`` runs of
     networkx took 1.1 s off its prediction."""
     part = {r for r, _ in partial}
-    for run_id, meta_text in history.execute(f"SELECT id, meta FROM runs WHERE id IN ({_q(run_ids)})"):
+    most = _most_collected(history)
+    for run_id, meta_text, collected in history.execute(
+            f"SELECT id, meta, collected FROM runs WHERE id IN ({_q(run_ids)})"):
         meta = meta_of(meta_text)
-        if meta.get("paths_given") or meta.get("part_of_plan"):
+        if meta.get("part_of_plan") or _named_part(meta, collected, most):
             part.add(int(run_id))
     return part
+
+
+WHOLE_SHARE = 0.9  # of the most tests a recent run collected: a command that named paths and got this many ran the suite
+
+
+def _most_collected(history: History) -> int:
+    """The most tests any of the recent finished runs collected: the suite's size, as near as
+    the history knows it."""
+    row = history.execute(
+        f"SELECT MAX(collected) FROM (SELECT collected FROM runs WHERE status != 'running' "
+        f"ORDER BY id DESC LIMIT {int(WINDOW_RUNS)})")
+    return int(row[0][0] or 0) if row else 0
+
+
+def _named_part(meta: Mapping[str, Any], collected: int | None, most: int) -> bool:
+    """Did a command that named paths collect part of the suite? ``pytest numpy`` names the
+    whole of a suite that has no ``testpaths``: a run that collected as many tests as the
+    largest recent one (less ``WHOLE_SHARE``'s slack for tests added or removed) is whole."""
+    if not meta.get("paths_given"):
+        return False
+    return not (collected and most and collected >= WHOLE_SHARE * most)
 
 
 def _without(run_ids: Sequence[int], part: Collection[int]) -> list[int]:
