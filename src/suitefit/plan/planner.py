@@ -429,10 +429,11 @@ def _plan_one(costs: CostModel, budget: Budget, rules: GroupingRules,
                    f"{outer.cpus} CPUs ({outer.cpus_source or 'given'})")
     reasons.append(f"headroom: {fmt_mb(room_mb)} kept free, {room_why}; units are admitted "
                    f"against {fmt_mb(budget.memory_mb)}")
-    scaled = (f" ({fmt_s(worker.startup_s)} for the whole suite, of which its collection "
-              f"{costs.collect_fraction or 0.0:.0%} scaled to the {share:.0%} of the tests selected; "
-              f"the end after the tests scaled so too, less the plugins' unconfigure "
-              f"{fmt_s(hooks)})" if share < 1.0 else "")
+    collection = (f"of which its collection {costs.collect_fraction:.0%} scaled to the {share:.0%} of the "
+                  f"tests selected" if costs.collect_fraction is not None else
+                  "its collection not recorded, so not scaled")
+    scaled = (f" ({fmt_s(worker.startup_s)} for the whole suite, {collection}; the end after the tests "
+              f"scaled to that share, less the plugins' unconfigure {fmt_s(hooks)})" if share < 1.0 else "")
     reasons.append(f"each worker: {fmt_s(worker.startup_s * start_scale)} startup{scaled}, "
                    f"{fmt_mb(worker.baseline_mb)} baseline" + (f"; xdist's controller process counted as one more baseline and "
                                   f"{fmt_s(controller_start_s)} before the workers start ("
