@@ -89,6 +89,12 @@ def test_a_run_of_part_of_the_suite_says_so_and_teaches_no_prediction_error(tmp_
     # `-k 0`: all of test_f0.py (its name matches), the [0] test of the other five
     assert "; 5 file(s) ran only in part: the plan predicted it all" in some.stderr, some.stderr
     assert "; 5 of the plan's 6 files ran: the plan predicted it all" in fewer.stderr, fewer.stderr
+    new = tmp_path / "tests" / "test_new.py"  # never measured: the run will find it
+    new.write_text("def test_n():\n    pass\n")
+    fresh = suitefit("plan", "--", "tests/test_new.py", cwd=tmp_path)
+    new.unlink()
+    assert fresh.returncode == 0 and ("suitefit: plan: the paths given select none of the 6 measured files: "
+                                      "the whole suite is planned") in fresh.stderr, fresh.stderr
     previewed = suitefit("plan", "--json", "--", "-q", "tests/test_f2.py", cwd=tmp_path)
     assert previewed.returncode == 0, previewed.stderr
     one = suitefit("run", "--", "-q", "tests/test_f2.py", cwd=tmp_path, env=env)

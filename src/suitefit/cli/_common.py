@@ -146,7 +146,11 @@ def restrict_to_paths(costs: CostModel, args: Sequence[str], root: Path) -> Cost
     if keep is None:
         return costs
     picked = restrict(costs, keep, "the paths given")
-    if not any(f.measured for f in picked.files) or len(picked.files) == len(costs.files):
+    if len(picked.files) == len(costs.files):
+        return costs
+    if not any(f.measured for f in picked.files):  # a new file, or a path that is not there
+        click.echo(f"suitefit: plan: the paths given select none of the {sum(f.measured for f in costs.files)} measured "
+                   "files: the whole suite is planned (a new file is planned as the run finds it)", err=True)
         return costs
     click.echo(f"suitefit: plan: {picked.notes[-1]}", err=True)
     return picked
