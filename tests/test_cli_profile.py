@@ -357,12 +357,15 @@ def test_xdists_controller_is_planned_without_the_collection_it_skips(tmp_path: 
 
     # each module says which process imports it (collecting it), then takes 0.5 s
     slow = ("import os, time\nwith open(os.environ['IMPORTS_LOG'], 'a') as f:\n    f.write(f'{os.getpid()}\\n')\n"
-            "time.sleep(0.5)\n\ndef test_a():\n    pass\n")
+            "time.sleep(0.5)\nHELD = b'x' * (20 * 2**20)  # collecting it grows the process by 20 MiB\n\n"
+            "def test_a():\n    pass\n")
     make_project(tmp_path, {f"test_{i}.py": slow for i in range(3)})
     assert cli("profile", "--", "-q").returncode == 0
     with History(tmp_path / ".suitefit" / "history.sqlite") as h:
         (main,) = h.workers(h.runs(limit=1)[0].id)
     assert main.collect_s is not None and main.startup_s is not None and 1.5 <= main.collect_s < main.startup_s
+    # and its memory grew by the three modules' 60 MiB (a part run's baseline keeps its share)
+    assert main.collect_mb is not None and 60 <= main.collect_mb < 60 + 30, main
     costs, _ = load_cost_model(load_config(tmp_path))
     assert costs.controller_s == pytest.approx(main.startup_s - main.collect_s)
     plan = make_plan(costs, Budget(10_000, 2, workers=2))
@@ -381,6 +384,7 @@ def test_xdists_controller_is_planned_without_the_collection_it_skips(tmp_path: 
         workers = h.workers(run.id)
         controller = run.meta_dict["pid"]  # `suitefit run` hands its own process to pytest
     assert [w.worker for w in workers] == ["gw0", "gw1"] and all(w.collect_s and w.collect_s >= 1.5 for w in workers)
+    assert all(w.collect_mb is not None and 60 <= w.collect_mb < 60 + 30 for w in workers), workers
     # The controller imported no test module: each was imported (collected) once in each
     # worker and nowhere else. (Timed against a serial run's startup, this was a false
     # failure twice under CI's load: that startup was measured in another moment's load.)

@@ -572,6 +572,24 @@ def test_a_run_of_part_of_the_suite_pays_its_share_of_collection_and_end(workers
     assert make_plan(whole, budget).predicted_wall_s > unscaled.predicted_wall_s  # more files, same fixed parts
 
 
+def test_a_run_of_part_of_the_suite_keeps_its_share_of_what_collecting_grew_a_worker_by() -> None:
+    # numpy/linalg (1% of the tests) was planned at the whole suite's 354 MiB baseline a worker:
+    # 1.88 GiB predicted, 435 MiB measured.
+    from suitefit.costs import restrict
+    from suitefit.model import CostModel, FileCost, WorkerCost
+
+    files = tuple(FileCost(f"tests/test_{i}.py", 1.0, 10.0, tests=100) for i in range(10))
+    whole = CostModel(files=files, worker=WorkerCost(startup_s=2.0, baseline_mb=350.0), collect_mb=300.0)
+    part = restrict(whole, {"tests/test_0.py", "tests/test_1.py"}.__contains__, "the paths given")
+    assert part.worker.baseline_mb == pytest.approx(350.0 - 300.0 * 0.8)
+    assert part.notes[-1].endswith("; a worker's baseline 110 MiB, less 240 MiB of what collecting the whole "
+                                   "suite grew it by")
+    again = restrict(part, {"tests/test_0.py"}.__contains__, "the paths given")  # half of that part
+    assert again.worker.baseline_mb == pytest.approx(350.0 - 300.0 * 0.9)
+    unknown = restrict(replace(whole, collect_mb=None), {"tests/test_0.py"}.__contains__, "the paths given")
+    assert unknown.worker.baseline_mb == 350.0  # not recorded: not scaled
+
+
 def test_runs_of_part_of_the_suite_do_not_set_the_measured_slowdown(tmp_path: Path) -> None:
     # numpy 2.4: three files of numpy/random side by side read 1.60x their serial time, the
     # whole suite 1.33x; the median of both kinds planned the whole suite at 1.47x, 306 s for

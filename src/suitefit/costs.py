@@ -77,6 +77,7 @@ def build_cost_model(history: History | None, *, files: Sequence[str] = (),
     worker = DEFAULT_WORKER
     controller_s: float | None = None
     collect_fraction: float | None = None
+    collect_mb: float | None = None
     serial_peak: float | None = None
     times_from_workers = False
     used_runs: set[int] = set()
@@ -97,7 +98,7 @@ def build_cost_model(history: History | None, *, files: Sequence[str] = (),
         marked = history.xdist_groups(run_ids)
         declared = join_marked_groups(declared, {n: [f for f in fs if f not in gone] for n, fs in marked.items()})
         whole = _without(sorted(used_runs), part)
-        worker, wnote, startups, collect_fraction = _worker(history, whole)
+        worker, wnote, startups, collect_fraction, collect_mb = _worker(history, whole)
         controller_s = _controller_start(history, whole)
         notes.append(wnote)
         if slowdown:
@@ -139,6 +140,7 @@ def build_cost_model(history: History | None, *, files: Sequence[str] = (),
         first_uses=first_uses,
         startup_by_workers=startups,
         collect_fraction=collect_fraction,
+        collect_mb=collect_mb,
         controller_s=controller_s,
         outside_by_workers=outside,
         serial_end_s=median(ends) if ends else None,
@@ -168,14 +170,20 @@ def restrict(costs: CostModel, keep: Callable[[str], bool], why: str) -> CostMod
     tests, of = sum(f.tests for f in files), sum(f.tests for f in costs.files)
     share = (tests / of if of else len(files) / len(costs.files) if costs.files else 1.0) * costs.selected_share
     counted = f" ({tests:,} of {of:,} tests, {share:.0%})" if of else ""
+    # a worker's baseline holds what it collected: its share of that, as its start-up's
+    gone_mb = (costs.collect_mb or 0.0) * (1.0 - share / costs.selected_share)
+    baseline = f"; a worker's baseline {fmt_mb(costs.worker.baseline_mb - gone_mb)}, less {fmt_mb(gone_mb)} " \
+               f"of what collecting the whole suite grew it by" if gone_mb >= 0.5 else ""
     return replace(
         costs, files=files,
+        worker=replace(costs.worker, baseline_mb=max(0.0, costs.worker.baseline_mb - gone_mb)),
+        collect_mb=(costs.collect_mb or 0.0) - gone_mb if costs.collect_mb is not None else None,
         fixtures=tuple(replace(fx, files=tuple(f for f in fx.files if keep(f))) for fx in costs.fixtures),
         declared_groups=groups,
         constraints=tuple(c for c in costs.constraints if keep(c.first) and keep(c.second)),
         selected_share=share,
         notes=(*costs.notes, f"{why} select {len(files)} of the {len(costs.files)} files{counted}: "
-                             "the plan is theirs"))
+                             f"the plan is theirs{baseline}"))
 
 
 def _declared_present(groups: dict[str, tuple[str, ...]], root: Path | None
@@ -995,27 +1003,30 @@ def _without(run_ids: Sequence[int], part: Collection[int]) -> list[int]:
 
 
 def _worker(history: History, run_ids: Sequence[int]
-            ) -> tuple[WorkerCost, str, dict[int, float], float | None]:
+            ) -> tuple[WorkerCost, str, dict[int, float], float | None, float | None]:
     """One worker's startup and baseline (medians), the startup per worker count (workers
-    that start together compete for the CPUs, and that is measured, not assumed), and the
-    share of a startup its collection took (median; None where none recorded it)."""
+    that start together compete for the CPUs, and that is measured, not assumed), the share
+    of a startup its collection took and the memory it grew by (medians; None where none
+    recorded it)."""
     rows = history.execute(
-        f"SELECT w.startup_s, w.baseline_mb, r.workers, w.collect_s FROM workers w "
+        f"SELECT w.startup_s, w.baseline_mb, r.workers, w.collect_s, w.collect_mb FROM workers w "
         f"JOIN runs r ON r.id = w.run_id "
         f"WHERE w.run_id IN ({_q(run_ids)}) AND w.startup_s IS NOT NULL AND w.baseline_mb IS NOT NULL")
     if not rows:
         w = DEFAULT_WORKER
         return w, (f"no worker startup recorded: assumed {fmt_s(w.startup_s)} startup and "
-                   f"{fmt_mb(w.baseline_mb)} baseline per worker"), {}, None
+                   f"{fmt_mb(w.baseline_mb)} baseline per worker"), {}, None, None
     w = WorkerCost(startup_s=median(float(r[0]) for r in rows),
                    baseline_mb=median(float(r[1]) for r in rows))
     by_n: dict[int, list[float]] = {}
-    for startup, _, n, _ in rows:
+    for startup, _, n, _, _ in rows:
         by_n.setdefault(max(1, int(n or 0)), []).append(float(startup))
     startups = {n: median(v) for n, v in by_n.items()}
-    shares = [min(1.0, max(0.0, float(c) / float(s))) for s, _, _, c in rows if c is not None and float(s) > 0]
-    return w, (f"worker startup {fmt_s(w.startup_s)} and baseline {fmt_mb(w.baseline_mb)}: "
-               f"medians of {len(rows)} recorded worker(s)"), startups, (median(shares) if shares else None)
+    shares = [min(1.0, max(0.0, float(c) / float(s))) for s, _, _, c, _ in rows if c is not None and float(s) > 0]
+    grew = [float(m) for *_, m in rows if m is not None]
+    return (w, f"worker startup {fmt_s(w.startup_s)} and baseline {fmt_mb(w.baseline_mb)}: "
+               f"medians of {len(rows)} recorded worker(s)", startups, median(shares) if shares else None,
+            median(grew) if grew else None)
 
 
 def _controller_start(history: History, run_ids: Sequence[int]) -> float | None:

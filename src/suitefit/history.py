@@ -93,6 +93,7 @@ class WorkerRecord:
     status: str = "ok"  # ok, died
     detail: str | None = None
     collect_s: float | None = None  # its collection (pytest_collection), part of startup_s
+    collect_mb: float | None = None  # its own RSS's growth over its collection: part of its baseline
 
 
 @dataclass

@@ -150,6 +150,9 @@ _ADDED_COLUMNS: tuple[tuple[str, str, str], ...] = (
     # the worker process's own growth above its RSS at the file's start (its VmHWM; not its
     # children's): NULL where clear_refs is refused, and before 2026-12-03
     ("files", "own_mb", "REAL"),
+    # the worker process's own RSS growth over its collection (imports, items): part of its
+    # baseline that a run of part of the suite does not pay; NULL before 2026-12-06
+    ("workers", "collect_mb", "REAL"),
 )
 
 

@@ -165,6 +165,9 @@ class CostModel:
     # of a worker's start-up, the share its collection takes (median over recorded workers);
     # None: not recorded
     collect_fraction: float | None = None
+    # what a worker's own memory grew by while it collected (median MiB; None: not recorded):
+    # part of its baseline
+    collect_mb: float | None = None
     # a run of part of the suite (``costs.restrict``): its files' share of the suite's tests.
     # It collects only those and ends after tearing down only those: the planner scales the
     # measured collection and end by it

@@ -224,6 +224,7 @@ class WorkerRecorder:
         self._started_mono = timing.monotonic() - age if age is not None else None
         self._first_mono: float | None = None
         self._collect_s: float | None = None
+        self._collect_mb: float | None = None
         self.channel.send("H", self.worker, self.pid)
 
     @property
@@ -241,10 +242,13 @@ class WorkerRecorder:
         """How long collecting took: part of this process's startup that xdist's controller,
         which collects nothing, does not pay before it starts its workers."""
         t0 = timing.perf_counter()
+        mb0 = proctree.rss_mb(self.pid)
         try:
             return (yield)
         finally:
             self._collect_s = timing.perf_counter() - t0
+            mb1 = proctree.rss_mb(self.pid)
+            self._collect_mb = max(0.0, mb1 - mb0) if mb0 > 0 and mb1 > 0 else None
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         pairs: set[tuple[str, str]] = set()
@@ -512,7 +516,8 @@ class WorkerRecorder:
         # baseline and peak memory are the sampler process's; it adds them after "D"
         self.history.upsert_worker(
             WorkerRecord(self.run_id, self.worker, self.pid, self._started, self._first_test,
-                         startup, None, None, self._seq, collect_s=self._collect_s)
+                         startup, None, None, self._seq, collect_s=self._collect_s,
+                         collect_mb=self._collect_mb)
         )
         self.channel.send("D", self.worker)
         self.channel.close()
