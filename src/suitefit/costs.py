@@ -83,10 +83,11 @@ def build_cost_model(history: History | None, *, files: Sequence[str] = (),
     used_runs: set[int] = set()
     fault: tuple[float, str] | None = None
     part: set[int] = set()  # runs of part of the suite (``_part_runs``)
+    most = _most_collected(history) if history is not None else 0
     if history is not None and run_ids:
         fixtures, fx_rows, fx_files = _fixtures(history, run_ids)
         partial = history.partial_files(run_ids)
-        part = _part_runs(history, run_ids, partial)
+        part = _part_runs(history, run_ids, partial, most)
         fcosts, used_runs, (slowdown, run_slowdown, unconfirmed, first_uses), fault = _files(
             history, run_ids, last, fx_rows, fx_files, partial, part)
         gone = gone_files(fcosts, root)
@@ -151,7 +152,7 @@ def build_cost_model(history: History | None, *, files: Sequence[str] = (),
         fault_s_per_mb=fault[0] if fault else None,
         fault_source=fault[1] if fault else "",
         peak_errors=_peak_errors(history) if history is not None else (),
-        wall_errors=_wall_errors(history) if history is not None else (),
+        wall_errors=_wall_errors(history, most) if history is not None else (),
         serial_peak_mb=serial_peak,
         times_from_workers=times_from_workers,
         runs_used=len(used_runs),
@@ -168,22 +169,24 @@ def restrict(costs: CostModel, keep: Callable[[str], bool], why: str) -> CostMod
     files = tuple(f for f in costs.files if keep(f.path))
     groups = {g: kept for g, fs in costs.declared_groups.items() if (kept := tuple(f for f in fs if keep(f)))}
     tests, of = sum(f.tests for f in files), sum(f.tests for f in costs.files)
-    share = (tests / of if of else len(files) / len(costs.files) if costs.files else 1.0) * costs.selected_share
+    rel = tests / of if of else len(files) / len(costs.files) if costs.files else 1.0  # of this model's
+    share = rel * costs.selected_share
     counted = f" ({tests:,} of {of:,} tests, {share:.0%})" if of else ""
-    # a worker's baseline holds what it collected: its share of that, as its start-up's
-    gone_mb = (costs.collect_mb or 0.0) * (1.0 - share / costs.selected_share)
-    baseline = f"; a worker's baseline {fmt_mb(costs.worker.baseline_mb - gone_mb)}, less {fmt_mb(gone_mb)} " \
-               f"of what collecting the whole suite grew it by" if gone_mb >= 0.5 else ""
+    # a worker's baseline holds what it collected: it keeps that share of it, as of its start-up
+    gone_mb = (costs.collect_mb or 0.0) * (1.0 - rel)
+    baseline = max(0.0, costs.worker.baseline_mb - gone_mb)
+    said = (f"; a worker's baseline {fmt_mb(baseline)}, less {fmt_mb(gone_mb)} of what collecting the "
+            f"whole suite grew it by" if gone_mb >= 0.5 else "")
     return replace(
         costs, files=files,
-        worker=replace(costs.worker, baseline_mb=max(0.0, costs.worker.baseline_mb - gone_mb)),
-        collect_mb=(costs.collect_mb or 0.0) - gone_mb if costs.collect_mb is not None else None,
+        worker=replace(costs.worker, baseline_mb=baseline),
+        collect_mb=costs.collect_mb * rel if costs.collect_mb is not None else None,
         fixtures=tuple(replace(fx, files=tuple(f for f in fx.files if keep(f))) for fx in costs.fixtures),
         declared_groups=groups,
         constraints=tuple(c for c in costs.constraints if keep(c.first) and keep(c.second)),
         selected_share=share,
         notes=(*costs.notes, f"{why} select {len(files)} of the {len(costs.files)} files{counted}: "
-                             f"the plan is theirs{baseline}"))
+                             f"the plan is theirs{said}"))
 
 
 def _declared_present(groups: dict[str, tuple[str, ...]], root: Path | None
@@ -673,11 +676,14 @@ def _slowdown(n_of: Mapping[int, int], per: Mapping[tuple[int, str], list[float]
                  else slowdown_factor([(t, s) for t, s, _ in ps]))
             if f is not None:
                 by_run[r] = f
-        whole = [by_run[r] for r in runs if r in by_run and r not in priors and r not in part]
-        some = [by_run[r] for r in runs if r in by_run and r not in priors and r in part]
-        prior = [by_run[r] for r in runs if r in by_run and r in priors]
-        if whole or some or prior:
-            out[n] = max(0.5, median(whole or some or prior))
+        # whole runs first, then runs of part of the suite, then calibrations
+        kinds: tuple[list[float], list[float], list[float]] = ([], [], [])
+        for r in runs:
+            if r in by_run:
+                kinds[2 if r in priors else 1 if r in part else 0].append(by_run[r])
+        best = next((k for k in kinds if k), None)
+        if best:
+            out[n] = max(0.5, median(best))
     return out, by_run
 
 
@@ -805,13 +811,12 @@ def _peak_errors(history: History, limit: int = PEAK_ERROR_RUNS) -> tuple[float,
     return tuple(out)
 
 
-def _wall_errors(history: History, limit: int = PEAK_ERROR_RUNS) -> tuple[float, ...]:
+def _wall_errors(history: History, most: int, limit: int = PEAK_ERROR_RUNS) -> tuple[float, ...]:
     """How far recent planned runs' commands took longer than their plans predicted (newest
     first; > 0: longer): the command's wall from `suitefit run` to its end, as it closed."""
     import json
 
     out: list[float] = []
-    most = _most_collected(history)
     for plan_text, meta_text, collected in history.execute(
             "SELECT plan, meta, collected FROM runs WHERE kind = 'run' AND plan IS NOT NULL "
             "AND status IN ('passed', 'failed') ORDER BY id DESC LIMIT ?", [limit]):
@@ -960,14 +965,14 @@ def _last_tests(history: History, run_ids: Sequence[int]) -> dict[tuple[int, str
     return out
 
 
-def _part_runs(history: History, run_ids: Sequence[int], partial: Collection[tuple[int, str]]) -> set[int]:
+def _part_runs(history: History, run_ids: Sequence[int], partial: Collection[tuple[int, str]],
+               most: int) -> set[int]:
     """The runs of part of the suite: a command that named paths (``pytest tests/unit``)
     collected part of it, and one that selected some tests (``-k``, ``--lf``: ``partial``)
     or left planned files out ran part of it. Their start-up (collection) and end (the
     teardown of what ran) would make the whole suite's look shorter: three ``-k`` runs of
-    networkx took 1.1 s off its prediction."""
+    networkx took 1.1 s off its prediction. ``most``: ``_most_collected``."""
     part = {r for r, _ in partial}
-    most = _most_collected(history)
     for run_id, meta_text, collected in history.execute(
             f"SELECT id, meta, collected FROM runs WHERE id IN ({_q(run_ids)})"):
         meta = meta_of(meta_text)
@@ -976,7 +981,9 @@ def _part_runs(history: History, run_ids: Sequence[int], partial: Collection[tup
     return part
 
 
-WHOLE_SHARE = 0.9  # of the most tests a recent run collected: a command that named paths and got this many ran the suite
+# of the most tests a recent run collected: a command that named paths and collected this
+# share of them ran the whole suite
+WHOLE_SHARE = 0.9
 
 
 def _most_collected(history: History) -> int:

@@ -136,9 +136,10 @@ def finalize_run(h: History, run_id: int, rc: int) -> str:
 
 def restrict_to_paths(costs: CostModel, args: Sequence[str], root: Path) -> CostModel:
     """The files pytest's path arguments select (`suitefit run -- tests/unit`, and `suitefit
-    plan` with the same arguments): the plan is theirs, its worker count and prediction too. Unchanged where the arguments name no path,
-    one that cannot be read as a path under the suite's folder, or no measured file (new
-    files are then planned as the run finds them)."""
+    plan` with the same arguments): the plan is theirs, its worker count and prediction too.
+    Unchanged where the arguments name no path, one that cannot be read as a path under the
+    suite's folder, or no measured file (said in a line: a new file is planned as the run
+    finds it)."""
     from suitefit.costs import restrict
     from suitefit.selection import files_selected
 
@@ -149,8 +150,9 @@ def restrict_to_paths(costs: CostModel, args: Sequence[str], root: Path) -> Cost
     if len(picked.files) == len(costs.files):
         return costs
     if not any(f.measured for f in picked.files):  # a new file, or a path that is not there
-        click.echo(f"suitefit: plan: the paths given select none of the {sum(f.measured for f in costs.files)} measured "
-                   "files: the whole suite is planned (a new file is planned as the run finds it)", err=True)
+        measured = sum(f.measured for f in costs.files)
+        click.echo(f"suitefit: plan: the paths given select none of the {measured} measured files: the "
+                   "whole suite is planned (a new file is planned as the run finds it)", err=True)
         return costs
     click.echo(f"suitefit: plan: {picked.notes[-1]}", err=True)
     return picked
