@@ -118,6 +118,8 @@ def test_bad_input_is_one_line(tmp_path: Path) -> None:
                           "20 workers need")
     assert_one_line_error(suitefit("plan", "--memory-budget", "lots", cwd=tmp_path), "not a size")
     assert_one_line_error(suitefit("plan", "--shards", "0", cwd=tmp_path), "--shards")
+    # pytest's arguments go after `--`: a mistyped option of suitefit's own is still an error
+    assert_one_line_error(suitefit("plan", "--jsn", cwd=tmp_path), "No such option '--jsn'")
     bad = tmp_path / "bad.sqlite"
     bad.write_bytes(b"this is not a database" * 100)
     assert_one_line_error(suitefit("plan", "--history", str(bad), cwd=tmp_path), "corrupt")

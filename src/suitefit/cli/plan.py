@@ -61,7 +61,7 @@ def _print_plan(console: Any, plan: Plan, show_all: bool) -> None:
         console.print(f"  warning: {w}", style="yellow", highlight=False, markup=False)
 
 
-@click.command("plan", context_settings={"ignore_unknown_options": True})
+@click.command("plan")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
 @click.option("--memory-budget", metavar="SIZE", help="Memory budget, e.g. 6GiB (default: detected).")
 @click.option("--workers", type=click.IntRange(min=1), help="Pin the worker count.")
