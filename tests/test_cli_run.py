@@ -95,6 +95,9 @@ def test_a_run_of_part_of_the_suite_says_so_and_teaches_no_prediction_error(tmp_
     new.unlink()
     assert fresh.returncode == 0 and ("suitefit: plan: the paths given select none of the 6 measured files: "
                                       "the whole suite is planned") in fresh.stderr, fresh.stderr
+    gone = suitefit("plan", "--", "-q", "tests/test_gone.py", cwd=tmp_path)
+    assert gone.returncode == 0 and ("suitefit: plan: no file or folder tests/test_gone.py here: the whole "
+                                     "suite is planned") in gone.stderr, gone.stderr
     previewed = suitefit("plan", "--json", "--", "-q", "tests/test_f2.py", cwd=tmp_path)
     assert previewed.returncode == 0, previewed.stderr
     one = suitefit("run", "--", "-q", "tests/test_f2.py", cwd=tmp_path, env=env)

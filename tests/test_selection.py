@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from suitefit.selection import files_selected
+from suitefit.selection import files_selected, missing_paths
 
 FILES = ["tests/test_a.py", "tests/unit/test_b.py", "tests/unit/deep/test_c.py", "tests/test_unitless.py"]
 
@@ -55,3 +55,10 @@ def test_what_cannot_be_read_as_paths_selects_the_whole_suite(root: Path, args: 
 def test_a_path_outside_the_suites_folder_selects_the_whole_suite(root: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
     other = tmp_path_factory.mktemp("other")
     assert files_selected([str(other)], root, root) is None
+
+
+def test_words_that_read_as_paths_and_are_not_there_are_named(root: Path) -> None:
+    args = ["-q", "tests/gone/", "--reruns", "3", "gone_too.py::test_x", "tests/unit", "-k", "x/y.py", "word"]
+    assert missing_paths(args, root) == ["tests/gone/", "gone_too.py"]
+    assert missing_paths(["tests/unit", "tests/test_a.py"], root) == []
+    assert missing_paths(["--pyargs", "pkg/mod.py"], root) == []

@@ -48,6 +48,16 @@ def pytest_selection(args: Sequence[str]) -> tuple[list[str], list[str]]:
     return paths, ignores
 
 
+def missing_paths(args: Sequence[str], cwd: Path) -> list[str]:
+    """The words of a pytest command line that read as paths (a folder separator, a node id or a
+    ``.py`` name) and name nothing here (pytest stops on such a path, unless it is the value of a
+    plugin's option). A bare word that is not there is likelier such a value (``--reruns 3``)."""
+    if "--pyargs" in args:
+        return []
+    return [p for p in pytest_selection(args)[0]
+            if ("/" in p or os.sep in p or p.endswith(".py")) and not os.path.exists(os.path.join(cwd, p))]
+
+
 def files_selected(args: Sequence[str], cwd: Path, root: Path) -> Callable[[str], bool] | None:
     """Whether a test file (``root``-relative, as in node ids) is under the paths ``args`` give
     pytest; None for the whole suite: no path given, or a word that cannot be read as a path

@@ -139,12 +139,16 @@ def restrict_to_paths(costs: CostModel, args: Sequence[str], root: Path) -> Cost
     plan` with the same arguments): the plan is theirs, its worker count and prediction too.
     Unchanged where the arguments name no path, one that cannot be read as a path under the
     suite's folder, or no measured file (said in a line: a new file is planned as the run
-    finds it)."""
+    finds it); a path that is not there is named in a line."""
     from suitefit.costs import restrict
-    from suitefit.selection import files_selected
+    from suitefit.selection import files_selected, missing_paths
 
     keep = files_selected(list(args), Path.cwd(), root)
     if keep is None:
+        gone = missing_paths(list(args), Path.cwd())
+        if gone:
+            click.echo(f"suitefit: plan: no file or folder {gone[0]} here: the whole suite is planned",
+                       err=True)
         return costs
     picked = restrict(costs, keep, "the paths given")
     if len(picked.files) == len(costs.files):
