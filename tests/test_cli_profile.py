@@ -467,3 +467,28 @@ def test_durations_across_wall_clock_stamps_are_taken_on_the_monotonic_clock(tmp
         model = build_cost_model(h)
     assert startup is not None and 0 < startup + run.meta_dict["tests_s"] < run.meta_dict["command_wall_s"]
     assert model.serial_end_s is not None and 0 < model.serial_end_s < 2.0
+
+
+POOL_IN_A_GLOBAL = {
+    # A pool a test keeps for later tests (as joblib keeps loky's): multiprocessing ends its
+    # workers at the process's exit. Ending them at the session's end first left a pool's queue
+    # lock taken by a killed worker, and the exit then waited for it forever.
+    "test_pool.py": "import multiprocessing\n"
+                    "POOL = []\n"
+                    "def pool():\n"
+                    "    if not POOL:\n"
+                    "        POOL.append(multiprocessing.get_context('fork').Pool(2))\n"
+                    "    return POOL[0]\n"
+                    "def test_starts_a_pool():\n"
+                    "    assert pool().map(abs, [-1, 2]) == [1, 2]\n"
+                    "def test_uses_it():\n"
+                    "    assert pool().map(abs, [-3]) == [3]\n",
+}
+
+
+@pytest.mark.parametrize("args", [["--"], ["-n", "2", "--"]], ids=["serial", "xdist"])
+def test_a_pool_kept_in_a_global_ends_with_its_process_not_as_a_leftover(tmp_path: Path, args: list[str]) -> None:
+    make_project(tmp_path, POOL_IN_A_GLOBAL)
+    res = suitefit("profile", *args, "--suitefit-grace=1", "-p", "no:cacheprovider", cwd=tmp_path, timeout=60)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "leftover process" not in res.stdout + res.stderr

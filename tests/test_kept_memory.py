@@ -8,8 +8,10 @@ keep half of what the serial run kept. Watched on a real xdist run.
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -19,7 +21,7 @@ from venvs import OLDEST, make_venv
 
 from suitefit.config import load_config
 from suitefit.costs import load_cost_model
-from suitefit.model import Budget
+from suitefit.model import Budget, Plan
 from suitefit.plan import make_plan
 
 N_FILES = 8
@@ -47,6 +49,18 @@ def _project(root: Path) -> None:
         (root / "tests" / f"test_k{i}.py").write_text(TEST)
 
 
+def _run_planned(suitefit: Callable[..., subprocess.CompletedProcess[str]],
+                 plan: Plan) -> tuple[int, int, subprocess.CompletedProcess[str]]:
+    """`suitefit run --workers 2`: its closing line's measured and predicted peak (MiB)."""
+    res = suitefit("run", "--workers", "2", "--", "-q")
+    assert res.returncode == 0, res.stderr
+    m = re.search(r"peak (\d+) MiB \(predicted (\d+) MiB", res.stderr)
+    assert m, res.stderr
+    measured, predicted = int(m.group(1)), int(m.group(2))
+    assert predicted == round(plan.predicted_peak_mb)  # the run was planned as the test planned it
+    return measured, predicted, res
+
+
 @pytest.mark.parametrize("pair", [None, pytest.param(OLDEST, marks=pytest.mark.slow)],
                          ids=lambda p: "current" if p is None else "oldest")
 def test_kept_memory_is_measured_per_file_and_predicted_per_worker(tmp_path: Path,
@@ -69,12 +83,7 @@ def test_kept_memory_is_measured_per_file_and_predicted_per_worker(tmp_path: Pat
     # two workers each keep about half of what the serial run kept
     assert plan.predicted_peak_mb - blind.predicted_peak_mb >= (N_FILES - 2) * KEEPS_MB * 0.8, \
         (plan.predicted_peak_mb, blind.predicted_peak_mb)
-    res = suitefit("run", "--workers", "2", "--", "-q")
-    assert res.returncode == 0, res.stderr
-    m = re.search(r"peak (\d+) MiB \(predicted (\d+) MiB", res.stderr)
-    assert m, res.stderr
-    measured, predicted = int(m.group(1)), int(m.group(2))
-    assert predicted == round(plan.predicted_peak_mb)  # the run was planned as above
+    measured, predicted, res = _run_planned(suitefit, plan)
     assert abs(predicted - measured) <= 0.15 * measured, res.stderr
     print(f"kept-memory peak: measured {measured} MiB, predicted {predicted}, without kept {blind.predicted_peak_mb:.0f}")
     assert blind.predicted_peak_mb < 0.7 * measured  # without it, the prediction was far off
@@ -106,3 +115,100 @@ def test_an_older_history_gains_the_collect_column_and_still_plans(tmp_path: Pat
     assert costs.controller_s is None
     plan = make_plan(costs, Budget(10_000, 2, workers=2))
     assert any("a whole startup: no run recorded its collection yet" in r for r in plan.reasons), plan.reasons
+
+
+# A pool that tests start on first use and keep in a module global, as joblib's reusable
+# loky executor does under scikit-learn's `n_jobs`: no fixture sets it up, every worker
+# that runs a user starts its own, and it stays until the worker ends.
+POOL_HELP = """
+import multiprocessing
+
+_POOL = None
+_KEEP = []
+
+
+def _init(mb):
+    b = bytearray(mb * 2**20)
+    b[::4096] = b"x" * len(b[::4096])
+    _KEEP.append(b)
+
+
+def work(x):
+    s = 0
+    for i in range(1_500_000):  # some CPU in the pool: 10 ms ticks must move
+        s += i
+    return x * 2
+
+
+def pool():
+    global _POOL
+    if _POOL is None:
+        _POOL = multiprocessing.get_context("spawn").Pool(2, initializer=_init, initargs=(POOL_MB,))
+    return _POOL
+"""
+POOL_MB = 60
+POOL_USERS = 8
+USER = """
+import time
+from poolhelp import pool, work
+
+def test_uses_the_pool():
+    assert pool().map(work, range(4)) == [0, 2, 4, 6]
+    time.sleep(0.4)
+"""
+OTHER = "import time\n\ndef test_other():\n    time.sleep(0.4)\n"
+
+
+def _pool_project(root: Path) -> None:
+    (root / "tests").mkdir()
+    (root / "pyproject.toml").write_text('[tool.pytest.ini_options]\ntestpaths = ["tests"]\npythonpath = ["tests"]\n')
+    (root / "tests" / "poolhelp.py").write_text(POOL_HELP.replace("POOL_MB", str(POOL_MB)))
+    for i in range(POOL_USERS):
+        (root / "tests" / f"test_u{i}.py").write_text(USER)
+    for i in range(2):
+        (root / "tests" / f"test_o{i}.py").write_text(OTHER)
+
+
+@pytest.mark.parametrize("pair", [None, pytest.param(OLDEST, marks=pytest.mark.slow)],
+                         ids=lambda p: "current" if p is None else "oldest")
+def test_a_pool_tests_leave_running_is_counted_on_every_worker_that_uses_it(
+        tmp_path: Path, pair: tuple[str, ...] | None) -> None:
+    from suitefit import kept
+    from suitefit.costs import build_cost_model
+    from suitefit.history import History
+
+    python = str(make_venv(pair, with_suitefit=True)) if pair else sys.executable
+
+    def suitefit(*args: str) -> subprocess.CompletedProcess[str]:
+        return cli(*args, cwd=tmp_path, python=python)
+
+    _pool_project(tmp_path)
+    assert suitefit("profile", "--no-calibrate", "--", "-q").returncode == 0
+    users = {f"tests/test_u{i}.py" for i in range(POOL_USERS)}
+    costs, _ = load_cost_model(load_config(tmp_path))
+    (fx,) = [f for f in costs.fixtures if f.name == kept.NAME]
+    # the first user started it, the others ran tasks in it; the files that did not are no users
+    assert set(fx.files) == users and fx.scope == kept.SCOPE, fx
+    assert fx.procs >= 2 and fx.mb >= 2 * POOL_MB, fx
+    budget = Budget(100_000, 2, workers=2)
+    plan = make_plan(costs, budget)
+    # the plan before processes kept by tests were recorded: the pool is one file's kept memory
+    before = tmp_path / "before.sqlite"
+    shutil.copy(tmp_path / ".suitefit" / "history.sqlite", before)
+    with History(before) as h:
+        h.execute("DELETE FROM fixtures WHERE name = ?", [kept.NAME])
+        h.execute("DELETE FROM fixture_files WHERE name = ?", [kept.NAME])
+        blind = make_plan(build_cost_model(h), budget)
+    # counted on both workers, not grouped on one (its users are spread like any files)
+    assert plan.predicted_peak_mb - blind.predicted_peak_mb >= 0.8 * fx.mb, (plan.predicted_peak_mb,
+                                                                            blind.predicted_peak_mb, fx)
+    assert not any(kept.NAME in u.name for u in plan.units), plan.units
+    measured, predicted, res = _run_planned(suitefit, plan)
+    with History(tmp_path / ".suitefit" / "history.sqlite") as h:
+        run_id = h.runs()[0].id
+        on = {r.worker: r.procs for r in h.fixtures(run_id) if r.name == kept.NAME}
+    assert set(on) == {"gw0", "gw1"} and min(on.values()) >= 2, on  # each worker started its own
+    print(f"pool kept by tests: measured {measured} MiB, predicted {predicted}, before "
+          f"{blind.predicted_peak_mb:.0f}")
+    assert abs(predicted - measured) <= 0.15 * measured, res.stderr
+    assert blind.predicted_peak_mb < 0.8 * measured  # the model before was that far off

@@ -17,6 +17,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from suitefit import kept
 from suitefit.config import Config
 from suitefit.history import History, meta_of
 from suitefit.median import median
@@ -36,7 +37,7 @@ from suitefit.units import fmt_mb, fmt_s
 LAST_RUNS = 5  # runs per file the median is taken over
 WINDOW_RUNS = 20  # most recent runs read at all
 DEFAULT_WORKER = WorkerCost(startup_s=1.0, baseline_mb=100.0)
-PERSISTENT = ("session", "package")
+PERSISTENT = ("session", "package", kept.SCOPE)  # what a worker keeps once set up (kept: suitefit.kept)
 # A/B runs of other configurations say nothing about this one; a shard's own run covers part
 # of the suite and would change the split the other shards computed, until `merge` folds it in.
 IGNORED_KINDS = ("compare", "shard-run")

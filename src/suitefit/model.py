@@ -12,6 +12,7 @@ from typing import Any
 
 # The fixture grouping rule lives in rules.py (a measured run's summary reads it without
 # loading this module); re-exported here with the rest of the model.
+from suitefit import kept
 from suitefit.rules import DEFAULT_RULES as DEFAULT_RULES
 from suitefit.rules import GroupingRules as GroupingRules
 
@@ -89,6 +90,8 @@ def release_verdict(fx: FixtureCost, setting: ReleaseSetting = True,
         return no("release_fixtures = false")
     if setting is not True and fx.name not in setting:
         return no("not named in release_fixtures")
+    if fx.scope == kept.SCOPE:
+        return no("processes tests started and left running: no fixture's teardown ends them")
     if fx.scope not in RELEASABLE_SCOPES:
         return no(f"{fx.scope} scope: pytest ends it with its {fx.scope} anyway")
     if fx.autouse:

@@ -255,6 +255,15 @@ def exited(pid: int) -> bool:
         return True
 
 
+def proc_cpu_ticks(pid: int) -> int | None:
+    """User + system clock ticks one process has run; None if it is gone or a zombie."""
+    try:
+        f = read_bytes(f"/proc/{pid}/stat").rsplit(b")", 1)[1].split()
+        return None if f[0] in (b"Z", b"X") else int(f[11]) + int(f[12])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def cpu_ticks() -> tuple[int, int] | None:
     """(busy, stolen) clock ticks of the whole machine since boot, from /proc/stat's ``cpu`` line.
 

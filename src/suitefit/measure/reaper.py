@@ -7,8 +7,9 @@ subreaper, so orphans re-parent to it instead of to init and stay findable.
 Some helpers end with the process that started them and are not leftovers:
 multiprocessing's resource tracker and forkserver (started by any spawn or
 forkserver pool) read a pipe only their parent (and its pool workers) hold, exit at
-its end, and the tracker ignores SIGTERM by design. They are neither named nor
-waited for: waiting for them cost every pool-using run the whole grace period.
+its end, and the tracker ignores SIGTERM by design; a pool's daemonic workers, which
+multiprocessing terminates at its parent's exit (``pool_workers``). They are neither
+named nor waited for: waiting for them cost every pool-using run the whole grace period.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import ctypes
 import os
 import re
 import signal
+import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -45,6 +47,21 @@ _ENDS_WITH_PARENT = re.compile(
 def ends_with_parent(cmdline: str) -> bool:
     """Is this a helper that exits by itself once the process that started it exits?"""
     return bool(_ENDS_WITH_PARENT.search(cmdline))
+
+
+def pool_workers() -> set[int]:
+    """This process's daemonic multiprocessing children: a ``Pool``'s workers (tests keep one in
+    a module global, as joblib keeps loky's). They end with this process, which multiprocessing
+    itself terminates at exit, so they are no leftovers. Ending one first could leave its pool's
+    queue lock taken, and that exit then waited forever (a suite that passed under pytest hung
+    under suitefit). A non-daemonic child is one Python joins at exit: a leftover."""
+    mp = sys.modules.get("multiprocessing")  # not imported: none started
+    if mp is None:
+        return set()
+    try:
+        return {p.pid for p in mp.active_children() if p.daemon and p.pid is not None}
+    except Exception:  # a broken third-party context must not stop the run's end
+        return set()
 
 
 def become_subreaper() -> bool:
@@ -162,7 +179,7 @@ class SessionReaper:
     def finish(self, workers: Iterable[int] = ()) -> None:
         """Reap what is left under this process, except live ``workers`` and their trees
         (each worker reaps its own descendants when it finishes)."""
-        keep: set[int] = set()
+        keep: set[int] = pool_workers()
         for pid in workers:
             keep.add(pid)
             if pid_alive(pid):

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from suitefit import timing
+from suitefit import kept, timing
 from suitefit.history import FixtureRecord, History, WorkerRecord
 from suitefit.measure import proctree
 from suitefit.measure.channel import Sender
@@ -203,6 +203,7 @@ class WorkerRecorder:
         self._untracked: set[Any] = set()  # fixture definitions of a scope not tracked (function)
         self._fixtures: dict[tuple[str, str], _FixtureState] = {}
         self._first_test: float | None = None
+        self._cpu_mark = 0.0  # this process's CPU (its reaped children's too) where the next test's begins
         self._current: str | None = None
         self._current_since = 0.0
         self._finished = False
@@ -211,6 +212,13 @@ class WorkerRecorder:
         self._deselected: set[str] = set()  # files some of whose tests were deselected
         self._last_flush = self._tick_at = timing.monotonic()
         self.started_by: dict[int, str] = {}  # pid -> the test or fixture that started it
+        # Processes tests started and left running (``suitefit.kept``): pid -> its CPU ticks
+        # when last read (-1: not yet); the files that started or ran them; their most MiB
+        self._kept_cpu: dict[int, int] = {}
+        self._by_tests: list[int] = []  # what this file's tests started, looked at its end
+        self._kept_users: set[str] = set()
+        self._kept_mb = 0.0
+        self._kept_procs = 0
         self._kids_raw = b""
         self._kids_fd: int | None = None  # this thread's /proc children file, kept open
         self._known: set[int] = set()
@@ -297,15 +305,19 @@ class WorkerRecorder:
         if self.announce_tests:
             self.channel.send("T", self.worker, now, nodeid)
         ph = self._ph = self._phases.pop(nodeid, None) or [0.0, 0.0, 0.0, "passed", None]
-        t = timing.times()
-        cpu0 = t[0] + t[1] + t[2] + t[3]
         t0 = timing.perf_counter()
         try:
             return (yield)
         finally:
             wall = timing.perf_counter() - t0
+            # One CPU clock read a test, at its end: its CPU is from where the last test's
+            # ended (or its file's segment began), as nothing of suitefit's own ran in between
+            # (what did, below, moves that mark). os.times, not process_time: a test's CPU
+            # counts the children it reaped. ~3.6 µs a read on this kind of machine.
             t = timing.times()
-            cpu = t[0] + t[1] + t[2] + t[3] - cpu0
+            now_cpu = t[0] + t[1] + t[2] + t[3]
+            cpu = now_cpu - self._cpu_mark
+            self._cpu_mark = now_cpu
             self._ph = None
             self._tests.append((self.run_id, nodeid, path, self.worker, self._seq, now,  # TEST_COLUMNS
                                 ph[0], ph[1], ph[2], wall, cpu, ph[_OUTCOME], ph[_REASON]))
@@ -318,6 +330,7 @@ class WorkerRecorder:
                     same = False
                 if not same:
                     self._note_new_children(nodeid)
+                    self._cpu_mark = timing.cpu_seconds()  # that walk was not the next test's
             self._seq += 1
             seg.tests += 1
             self._current = None
@@ -325,9 +338,11 @@ class WorkerRecorder:
                 self._close_segment()
             if len(self._tests) >= self.flush_tests:
                 self.flush()
+                self._cpu_mark = timing.cpu_seconds()
             now = timing.monotonic()
             if now >= self._tick_at:
                 self._tick(now)
+                self._cpu_mark = timing.cpu_seconds()
 
     def _tick(self, now: float) -> None:
         """What runs by the clock, not per test: the progress count, and rows that waited long."""
@@ -356,6 +371,7 @@ class WorkerRecorder:
             if p not in self._known and p not in self.exclude_pids:
                 self._known.add(p)
                 self.started_by.setdefault(p, nodeid)
+                self._by_tests.append(p)
 
     def _read_kids(self) -> bytes:
         fd = self._kids_fd
@@ -458,7 +474,8 @@ class WorkerRecorder:
         children_mb = proctree.sum_rss_mb(kids) if kids else 0.0
         t0 = timing.monotonic()
         t = timing.times()
-        self._seg = _Segment(path, now, t0, t[0] + t[1] + t[2] + t[3], t[1] + t[3])
+        self._cpu_mark = cpu0 = t[0] + t[1] + t[2] + t[3]
+        self._seg = _Segment(path, now, t0, cpu0, t[1] + t[3])
         self.channel.send("B", self.worker, t0, now, self_mb, children_mb, path)
 
     def _close_segment(self) -> None:
@@ -466,11 +483,38 @@ class WorkerRecorder:
         if seg is None:
             return
         self._seg = None
+        if self._by_tests or self._kept_cpu:
+            self._note_kept(seg.path)
         hwm = proctree.hwm_mb() if self.exact_hwm else None
         t = timing.times()
         self.channel.send("E", self.worker, timing.monotonic(), timing.wall(),
                           -1.0 if hwm is None else hwm, t[0] + t[1] + t[2] + t[3] - seg.cpu0, seg.tests,
                           t[1] + t[3] - seg.sys0)
+
+    def _note_kept(self, path: str) -> None:
+        """At a file's end: did its tests start processes that still run, or run those that
+        earlier tests left (their CPU time grew)? Then it uses them (``suitefit.kept``).
+        Per file, and only once tests have started processes: a few /proc reads."""
+        for p in self._by_tests:
+            self._kept_cpu.setdefault(p, -1)
+        self._by_tests = []
+        used = False
+        mb = 0.0
+        alive = 0
+        for p, before in list(self._kept_cpu.items()):
+            ticks = proctree.proc_cpu_ticks(p)
+            rss = proctree.rss_mb(p) if ticks is not None else 0.0
+            if ticks is None or rss <= 0:  # gone: a test's subprocess that ended is no pool
+                del self._kept_cpu[p]
+                continue
+            used = used or before < 0 or ticks > before
+            self._kept_cpu[p] = ticks
+            mb += rss
+            alive += 1
+        if used:
+            self._kept_users.add(path)
+            self._kept_mb = max(self._kept_mb, mb)
+            self._kept_procs = max(self._kept_procs, alive)
 
     def flush(self) -> None:
         self._last_flush = timing.monotonic()
@@ -485,6 +529,9 @@ class WorkerRecorder:
         if not pids:
             return
         from suitefit.measure import reaper  # (psutil) only when something was left behind
+
+        pool = reaper.pool_workers()
+        pids = [p for p in pids if p not in pool]
         found = reaper.describe(pids, self.started_by)
         found = [x if x.started_by != "unknown" else
                  reaper.Leftover(x.pid, x.cmdline, x.created, reaper.attribute_by_time(_created(x), self._windows))
@@ -508,6 +555,10 @@ class WorkerRecorder:
             for s in self._fixtures.values():
                 s.rec.autouse = s.rec.name in self._autouse
             self.history.add_fixtures([s.rec for s in self._fixtures.values()])
+        if self._kept_users:
+            self.history.add_fixtures([FixtureRecord(self.run_id, self.worker, kept.NAME, kept.SCOPE, "", 0.0, None,
+                                                     self._kept_procs, self._kept_mb)])
+            self.history.add_fixture_files(self.run_id, [(kept.NAME, p) for p in sorted(self._kept_users)])
         startup = None
         if self._first_mono is not None and self._started_mono is not None:
             startup = self._first_mono - self._started_mono

@@ -12,13 +12,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from suitefit import kept
 from suitefit.errors import SuitefitError
 from suitefit.model import DEFAULT_RULES, CostModel, FileCost, FixtureCost, GroupingRules, Unit
 from suitefit.plan.constraints import LEARNED_PREFIX, XDIST_PREFIX
 from suitefit.units import fmt_mb, fmt_s
 
-# Fixtures that live until the worker ends; module/class scopes repeat per file anyway.
-PERSISTENT_SCOPES = frozenset({"session", "package"})
+# Fixtures that live until the worker ends; module/class scopes repeat per file anyway. The
+# processes tests leave running (suitefit.kept) are counted as resident, never grouped by.
+PERSISTENT_SCOPES = frozenset({"session", "package", kept.SCOPE})
 
 
 # A group is split only when that saves more than this share of its predicted finish
@@ -48,7 +50,7 @@ class Groups:
 
 def expensive_why(fx: FixtureCost, rules: GroupingRules) -> str | None:
     """Why a fixture counts as expensive, or None when it does not."""
-    if fx.scope not in PERSISTENT_SCOPES:
+    if fx.scope not in PERSISTENT_SCOPES or fx.scope == kept.SCOPE:
         return None
     parts = []
     if fx.procs >= rules.procs:
