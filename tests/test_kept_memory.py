@@ -157,6 +157,8 @@ def test_uses_the_pool():
     time.sleep(0.4)
 """
 OTHER = "import time\n\ndef test_other():\n    time.sleep(0.4)\n"
+# a subprocess that outlives its test by a moment, not the next file: no pool
+BRIEF = "import subprocess\n\ndef test_brief():\n    subprocess.Popen(['sleep', '0.2'])\n"
 
 
 def _pool_project(root: Path) -> None:
@@ -167,6 +169,7 @@ def _pool_project(root: Path) -> None:
         (root / "tests" / f"test_u{i}.py").write_text(USER)
     for i in range(2):
         (root / "tests" / f"test_o{i}.py").write_text(OTHER)
+    (root / "tests" / "test_t.py").write_text(BRIEF)  # runs before test_u0.py
 
 
 @pytest.mark.parametrize("pair", [None, pytest.param(OLDEST, marks=pytest.mark.slow)],

@@ -215,6 +215,7 @@ class WorkerRecorder:
         # Processes tests started and left running (``suitefit.kept``): pid -> its CPU ticks
         # when last read (-1: not yet); the files that started or ran them; their most MiB
         self._kept_cpu: dict[int, int] = {}
+        self._kept_from: dict[int, str | None] = {}  # pid -> the file that started it, until counted
         self._by_tests: list[int] = []  # what this file's tests started, looked at its end
         self._kept_users: set[str] = set()
         self._kept_mb = 0.0
@@ -491,12 +492,16 @@ class WorkerRecorder:
                           -1.0 if hwm is None else hwm, t[0] + t[1] + t[2] + t[3] - seg.cpu0, seg.tests,
                           t[1] + t[3] - seg.sys0)
 
-    def _note_kept(self, path: str) -> None:
-        """At a file's end: did its tests start processes that still run, or run those that
-        earlier tests left (their CPU time grew)? Then it uses them (``suitefit.kept``).
-        Per file, and only once tests have started processes: a few /proc reads."""
+    def _note_kept(self, path: str | None) -> None:
+        """At a file's end (``path``; None: the session's): which processes tests started still
+        run, and which files use them (``suitefit.kept``)? A process counts once it has outlived
+        the file after the one that started it (or lasted to the session's end): a test's
+        subprocess that ends a moment later is no pool. Its starter is then a user, as is every
+        file during which one of them ran (its CPU ticks grew). Per file, only once tests have
+        started processes: a few /proc reads."""
         for p in self._by_tests:
             self._kept_cpu.setdefault(p, -1)
+            self._kept_from.setdefault(p, path)
         self._by_tests = []
         used = False
         mb = 0.0
@@ -504,15 +509,23 @@ class WorkerRecorder:
         for p, before in list(self._kept_cpu.items()):
             ticks = proctree.proc_cpu_ticks(p)
             rss = proctree.rss_mb(p) if ticks is not None else 0.0
-            if ticks is None or rss <= 0:  # gone: a test's subprocess that ended is no pool
+            if ticks is None or rss <= 0:  # gone
                 del self._kept_cpu[p]
+                self._kept_from.pop(p, None)
                 continue
-            used = used or before < 0 or ticks > before
             self._kept_cpu[p] = ticks
+            starter = self._kept_from.get(p)
+            if before < 0 and path is not None and starter == path:
+                continue  # started by this file: kept if it outlives the next one
+            if starter is not None:
+                self._kept_users.add(starter)
+                self._kept_from[p] = None
+            used = used or 0 <= before < ticks
             mb += rss
             alive += 1
-        if used:
+        if used and path is not None:
             self._kept_users.add(path)
+        if alive:
             self._kept_mb = max(self._kept_mb, mb)
             self._kept_procs = max(self._kept_procs, alive)
 
@@ -548,6 +561,8 @@ class WorkerRecorder:
             return
         self._finished = True
         self._close_segment()
+        if self._kept_cpu:
+            self._note_kept(None)  # what the last files started and left running
         self.flush()
         if self.reap_grace_s is not None:
             self.reap_leftovers(self.reap_grace_s)
