@@ -486,9 +486,23 @@ POOL_IN_A_GLOBAL = {
 }
 
 
+JOBLIB = {
+    # joblib keeps loky's pool for the next `n_jobs` call and shuts it down at exit
+    "test_jobs.py": "from joblib import Parallel, delayed\n"
+                    "def test_a():\n"
+                    "    assert Parallel(n_jobs=2)(delayed(abs)(-i) for i in range(3)) == [0, 1, 2]\n"
+                    "def test_b():\n"
+                    "    assert Parallel(n_jobs=2)(delayed(abs)(i) for i in range(2)) == [0, 1]\n",
+}
+
+
+@pytest.mark.parametrize("suite", ["pool", "joblib"])
 @pytest.mark.parametrize("args", [["--"], ["-n", "2", "--"]], ids=["serial", "xdist"])
-def test_a_pool_kept_in_a_global_ends_with_its_process_not_as_a_leftover(tmp_path: Path, args: list[str]) -> None:
-    make_project(tmp_path, POOL_IN_A_GLOBAL)
+def test_a_pool_kept_in_a_global_ends_with_its_process_not_as_a_leftover(tmp_path: Path, args: list[str],
+                                                                        suite: str) -> None:
+    make_project(tmp_path, POOL_IN_A_GLOBAL if suite == "pool" else JOBLIB)
     res = suitefit("profile", *args, "--suitefit-grace=1", "-p", "no:cacheprovider", cwd=tmp_path, timeout=60)
     assert res.returncode == 0, res.stdout + res.stderr
     assert "leftover process" not in res.stdout + res.stderr
+    with History(tmp_path / ".suitefit" / "history.sqlite") as h:
+        assert h.events(h.runs(limit=1)[0].id, "leftover") == []

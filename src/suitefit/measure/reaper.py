@@ -50,16 +50,19 @@ def ends_with_parent(cmdline: str) -> bool:
 
 
 def pool_workers() -> set[int]:
-    """This process's daemonic multiprocessing children: a ``Pool``'s workers (tests keep one in
-    a module global, as joblib keeps loky's). They end with this process, which multiprocessing
-    itself terminates at exit, so they are no leftovers. Ending one first could leave its pool's
+    """This process's pool workers: its daemonic multiprocessing children (a ``Pool`` a test
+    keeps in a module global), which multiprocessing terminates at this process's exit, and
+    loky's (joblib's ``n_jobs``, scikit-learn's), which loky shuts down then. They end with
+    this process, so they are no leftovers. Ending a ``Pool``'s worker first could leave its
     queue lock taken, and that exit then waited forever (a suite that passed under pytest hung
-    under suitefit). A non-daemonic child is one Python joins at exit: a leftover."""
+    under suitefit); waiting for loky's cost every run the whole grace period. Any other
+    non-daemonic child is one Python joins at exit: a leftover."""
     mp = sys.modules.get("multiprocessing")  # not imported: none started
     if mp is None:
         return set()
     try:
-        return {p.pid for p in mp.active_children() if p.daemon and p.pid is not None}
+        return {p.pid for p in mp.active_children()
+                if p.pid is not None and (p.daemon or type(p).__name__ == "LokyProcess")}
     except Exception:  # a broken third-party context must not stop the run's end
         return set()
 
