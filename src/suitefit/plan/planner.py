@@ -534,8 +534,8 @@ def _keep_hogs_apart(chosen: Candidate, evaluate: Callable[..., Candidate], base
     Without it, whether two hogs overlap depends on which of two near-equal units ends
     first: the prediction says they overlap and the run, a few ms off, may not (or may).
     The ceiling tried first is what running at all costs: every baseline, the largest unit
-    and a median unit on each other worker, plus a slack; then higher ones, up to two thirds
-    of the way to the peak without it (the lowest within the tolerance is kept).
+    and a median unit on each other worker, plus a slack; then higher ones, in sixths up to
+    two thirds of the way to the peak without it (the lowest within the tolerance is kept).
     """
     w, sim = chosen.workers, chosen.sim
     if w < 2 or not (sim.fits and sim.complete) or len(chosen.units) < 2:
@@ -544,7 +544,11 @@ def _keep_hogs_apart(chosen: Candidate, evaluate: Callable[..., Candidate], base
     peaks = [u.peak_mb for u in chosen.units]
     # (a slack of 5% of the largest: a median unit is only the median; those above it fit too)
     floor = fixed_mb + w * baseline_mb + 1.05 * max(peaks) + (w - 1) * median(peaks)
-    for ceiling in sorted({floor, floor * 1.1, *(floor + k * (sim.peak_mb - floor) / 3 for k in (1, 2))}):
+    # sixths, not thirds, of the way: a ceiling keeps a never-released pool (processes tests
+    # left running) to one worker only in a window (scikit-learn: 1225-1300 MiB of a 1191 floor
+    # and a 1548 free peak, peak 1206 at +1% wall; below it the waits end with hogs together)
+    steps = (floor + k * (sim.peak_mb - floor) / 6 for k in (1, 2, 3, 4))
+    for ceiling in sorted({floor, floor * 1.1, *steps}):
         if ceiling >= sim.peak_mb * (1 - APART_PEAK):
             break
         # (stopped as soon as it cannot be kept: over the wall kept, or over the budget)
