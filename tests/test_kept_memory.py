@@ -156,7 +156,10 @@ def test_uses_the_pool():
     assert pool().map(work, range(4)) == [0, 2, 4, 6]
     time.sleep(0.4)
 """
-OTHER = "import time\n\ndef test_other():\n    time.sleep(0.4)\n"
+OTHER = "import time\n\ndef test_other(slowish):\n    time.sleep(0.4)\n"
+# a fixture slow to set up but holding nothing: the report names the pool before it
+SLOWISH = ("import time\nimport pytest\n\n@pytest.fixture(scope='session')\n"
+           "def slowish():\n    time.sleep(0.05)\n")
 # a subprocess that outlives its test by a moment, not the next file: no pool
 BRIEF = "import subprocess\n\ndef test_brief():\n    subprocess.Popen(['sleep', '0.2'])\n"
 
@@ -165,6 +168,7 @@ def _pool_project(root: Path) -> None:
     (root / "tests").mkdir()
     (root / "pyproject.toml").write_text('[tool.pytest.ini_options]\ntestpaths = ["tests"]\npythonpath = ["tests"]\n')
     (root / "tests" / "poolhelp.py").write_text(POOL_HELP.replace("POOL_MB", str(POOL_MB)))
+    (root / "tests" / "conftest.py").write_text(SLOWISH)
     for i in range(POOL_USERS):
         (root / "tests" / f"test_u{i}.py").write_text(USER)
     for i in range(2):
@@ -211,6 +215,9 @@ def test_a_pool_tests_leave_running_is_counted_on_every_worker_that_uses_it(
         run_id = h.runs()[0].id
         on = {r.worker: r.procs for r in h.fixtures(run_id) if r.name == kept.NAME}
     assert set(on) == {"gw0", "gw1"} and min(on.values()) >= 2, on  # each worker started its own
+    md = suitefit("report", "--markdown").stdout  # the report names it first, with what it holds
+    assert re.search(rf"Expensive fixtures: `{re.escape(kept.NAME)}` 0 ms over 2 set-up\(s\), "
+                     rf"\d+ process\(es\), \d+ MiB, {POOL_USERS} file\(s\); `slowish` ", md), md
     print(f"pool kept by tests: measured {measured} MiB, predicted {predicted}, before "
           f"{blind.predicted_peak_mb:.0f}")
     assert abs(predicted - measured) <= 0.15 * measured, res.stderr
