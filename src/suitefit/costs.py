@@ -17,7 +17,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from suitefit import kept
 from suitefit.config import Config
 from suitefit.history import History, meta_of
 from suitefit.median import median
@@ -31,13 +30,13 @@ from suitefit.model import (
     WorkerCost,
 )
 from suitefit.plan.constraints import join_marked_groups, merge_constraints
+from suitefit.plan.grouping import PERSISTENT_SCOPES
 from suitefit.plan.planner import default_file_cost
 from suitefit.units import fmt_mb, fmt_s
 
 LAST_RUNS = 5  # runs per file the median is taken over
 WINDOW_RUNS = 20  # most recent runs read at all
 DEFAULT_WORKER = WorkerCost(startup_s=1.0, baseline_mb=100.0)
-PERSISTENT = ("session", "package", kept.SCOPE)  # what a worker keeps once set up (kept: suitefit.kept)
 # A/B runs of other configurations say nothing about this one; a shard's own run covers part
 # of the suite and would change the split the other shards computed, until `merge` folds it in.
 IGNORED_KINDS = ("compare", "shard-run")
@@ -270,7 +269,7 @@ def _fixtures(history: History, run_ids: Sequence[int]) -> tuple[
     for run_id, worker, name, scope, setup_s, teardown_s, procs, mb, autouse in rows:
         scope_of.setdefault(name, scope)  # newest first
         per_name.setdefault(name, []).append((run_id, worker, setup_s, teardown_s, procs, mb, autouse))
-        if scope in PERSISTENT:
+        if scope in PERSISTENT_SCOPES:
             d = on_worker.setdefault((int(run_id), str(worker)), {})
             old = d.get(name, (0.0, 0.0))
             d[name] = (max(old[0], float(setup_s)), max(old[1], float(mb or 0.0)))

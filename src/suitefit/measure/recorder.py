@@ -212,10 +212,10 @@ class WorkerRecorder:
         self._deselected: set[str] = set()  # files some of whose tests were deselected
         self._last_flush = self._tick_at = timing.monotonic()
         self.started_by: dict[int, str] = {}  # pid -> the test or fixture that started it
-        # Processes tests started and left running (``suitefit.kept``): pid -> its CPU ticks
-        # when last read (-1: not yet); the files that started or ran them; their most MiB
-        self._kept_cpu: dict[int, int] = {}
-        self._kept_from: dict[int, str | None] = {}  # pid -> the file that started it, until counted
+        # Processes tests started and left running (``suitefit.kept``): pid -> [its CPU ticks
+        # when last read (-1: not yet), the file that started it until that file is counted];
+        # the files that started or ran them; their most MiB and processes
+        self._kept: dict[int, list[Any]] = {}
         self._by_tests: list[int] = []  # what this file's tests started, looked at its end
         self._kept_users: set[str] = set()
         self._kept_mb = 0.0
@@ -484,7 +484,7 @@ class WorkerRecorder:
         if seg is None:
             return
         self._seg = None
-        if self._by_tests or self._kept_cpu:
+        if self._by_tests or self._kept:
             self._note_kept(seg.path)
         hwm = proctree.hwm_mb() if self.exact_hwm else None
         t = timing.times()
@@ -500,26 +500,24 @@ class WorkerRecorder:
         file during which one of them ran (its CPU ticks grew). Per file, only once tests have
         started processes: a few /proc reads."""
         for p in self._by_tests:
-            self._kept_cpu.setdefault(p, -1)
-            self._kept_from.setdefault(p, path)
+            self._kept.setdefault(p, [-1, path])
         self._by_tests = []
         used = False
         mb = 0.0
         alive = 0
-        for p, before in list(self._kept_cpu.items()):
+        for p, k in list(self._kept.items()):
+            before, starter = k
             ticks = proctree.proc_cpu_ticks(p)
             rss = proctree.rss_mb(p) if ticks is not None else 0.0
             if ticks is None or rss <= 0:  # gone
-                del self._kept_cpu[p]
-                self._kept_from.pop(p, None)
+                del self._kept[p]
                 continue
-            self._kept_cpu[p] = ticks
-            starter = self._kept_from.get(p)
-            if before < 0 and path is not None and starter == path:
+            k[0] = ticks
+            if before < 0 and path is not None:
                 continue  # started by this file: kept if it outlives the next one
             if starter is not None:
                 self._kept_users.add(starter)
-                self._kept_from[p] = None
+                k[1] = None
             used = used or 0 <= before < ticks
             mb += rss
             alive += 1
@@ -561,7 +559,7 @@ class WorkerRecorder:
             return
         self._finished = True
         self._close_segment()
-        if self._kept_cpu:
+        if self._kept:
             self._note_kept(None)  # what the last files started and left running
         self.flush()
         if self.reap_grace_s is not None:

@@ -18,9 +18,11 @@ from suitefit.model import DEFAULT_RULES, CostModel, FileCost, FixtureCost, Grou
 from suitefit.plan.constraints import LEARNED_PREFIX, XDIST_PREFIX
 from suitefit.units import fmt_mb, fmt_s
 
-# Fixtures that live until the worker ends; module/class scopes repeat per file anyway. The
-# processes tests leave running (suitefit.kept) are counted as resident, never grouped by.
-PERSISTENT_SCOPES = frozenset({"session", "package", kept.SCOPE})
+# Fixtures that live until the worker ends (module/class scopes repeat per file anyway): the
+# ones grouped by, and the processes tests leave running (suitefit.kept), resident but never
+# grouped by.
+GROUPED_SCOPES = frozenset({"session", "package"})
+PERSISTENT_SCOPES = GROUPED_SCOPES | {kept.SCOPE}
 
 
 # A group is split only when that saves more than this share of its predicted finish
@@ -50,7 +52,7 @@ class Groups:
 
 def expensive_why(fx: FixtureCost, rules: GroupingRules) -> str | None:
     """Why a fixture counts as expensive, or None when it does not."""
-    if fx.scope not in PERSISTENT_SCOPES or fx.scope == kept.SCOPE:
+    if fx.scope not in GROUPED_SCOPES:
         return None
     parts = []
     if fx.procs >= rules.procs:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from suitefit.model import DEFAULT_RULES, predicted
-from suitefit.report.queries import RunView, file_deltas
+from suitefit.report.queries import FixtureTotal, RunView, file_deltas
 from suitefit.summary import SHOWN_FAILURES, outcome_words, run_outcomes
 from suitefit.units import fmt_mb, fmt_s
 
@@ -98,14 +98,18 @@ def render_markdown(v: RunView) -> str:
             lines += _table(["file", "peak above baseline", "wall"],
                             [[_code(f.path), fmt_mb(f.peak_mb), fmt_s(f.wall_s)] for f in hogs])
     # what holds processes or much memory first (a pool, set up in no time), then the slowest
-    holds = lambda f: f.procs >= DEFAULT_RULES.procs or f.mb >= DEFAULT_RULES.mb  # noqa: E731
-    costly = sorted((f for f in v.fixtures if f.setups), key=holds, reverse=True)[:3]  # stable: slowest next
+    costly = sorted((f for f in v.fixtures if f.setups), key=_holds, reverse=True)[:3]  # stable: slowest next
     if costly:
         lines += ["", "Expensive fixtures: " + "; ".join(
             f"{_code(f.name)} {fmt_s(f.setup_s)} over {f.setups} set-up(s)"
-            + (f", {f.procs} process(es), {fmt_mb(f.mb)}" if holds(f) else "")
+            + (f", {f.procs} process(es), {fmt_mb(f.mb)}" if _holds(f) else "")
             + f", {len(f.files)} file(s)" for f in costly)]
     return "\n".join(lines) + "\n"
+
+
+def _holds(f: FixtureTotal) -> bool:
+    """Does a fixture hold what the grouping rule counts: processes, or much memory?"""
+    return f.procs >= DEFAULT_RULES.procs or f.mb >= DEFAULT_RULES.mb
 
 
 def render_compare_markdown(a: RunView, b: RunView) -> str:
