@@ -8,7 +8,7 @@ whole tree, from rusage) the same way, since on a shared machine it is less
 noisy than wall time. Target: median wall ratio <= 1.03.
 
     .venv/bin/python benchmarks/bench_overhead.py [--suite DIR] [--pairs 7] [-n N] [--json OUT]
-        [--run] [--target 1.03] [--warmups 1] [--bytecode as-is|cached]
+        [--run] [--target 1.03] [--warmups 1] [--bytecode as-is|cached|installed]
 
 ``--run`` measures ``suitefit run --workers N`` (its CLI, plan, scheduler and journal
 included) against plain ``pytest -n N`` instead of ``pytest --suitefit`` against plain
@@ -17,7 +17,10 @@ pytest. ``--warmups 0`` replaces the warm-up runs by one ``--collect-only`` of e
 without PYTHONDONTWRITEBYTECODE and with a fresh PYTHONPYCACHEPREFIX, so that the
 warm-ups leave every module's bytecode cached (see ``bench_overhead_parts.py``: with
 that variable set, each run otherwise compiles suitefit's modules from source, in pytest's
-process and in the sampler process). Exits 1 if a target (wall and CPU median ratio
+process and in the sampler process). ``--bytecode installed`` compiles every module on the
+python's path ahead, as installing a package does, and then runs both sides with
+PYTHONDONTWRITEBYTECODE: what a fresh CI container sees, where pytest's own cache of
+rewritten modules (test files, conftests, plugin packages) is never warm. Exits 1 if a target (wall and CPU median ratio
 <= ``--target``) is missed, 2 on bad input.
 """
 
@@ -67,6 +70,15 @@ def timed_run(cmd: list[str], cwd: Path) -> Timed:
     return Timed(wall, cpu)
 
 
+def compile_ahead(python: str) -> None:
+    """Bytecode for every module on ``python``'s path, as an install writes it (pip compiles
+    what it installs; the standard library ships compiled)."""
+    paths = subprocess.run([python, "-c", "import sys, os; print('\\n'.join(p for p in sys.path if os.path.isdir(p)))"],
+                           env=ENV, capture_output=True, text=True, check=True).stdout.split()
+    subprocess.run([python, "-m", "compileall", "-q", "-j", "0", *paths], env=ENV, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL)
+
+
 def bootstrap_ci(values: list[float], n: int = 4000, seed: int = 1) -> tuple[float, float]:
     """95% percentile-bootstrap interval of the median (pairs resampled with replacement)."""
     rng = random.Random(seed)
@@ -95,8 +107,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--warmups", type=int, default=1, help="discarded runs of each side first (default 1)")
     ap.add_argument("--keep", type=Path, default=None,
                     help="copy the suitefit side's history here at the end (its runs, plans and decisions)")
-    ap.add_argument("--bytecode", choices=("as-is", "cached"), default="as-is",
-                    help="as-is: the environment as given (default); cached: bytecode cached by the warm-ups")
+    ap.add_argument("--bytecode", choices=("as-is", "cached", "installed"), default="as-is",
+                    help="as-is: the environment as given (default); cached: bytecode cached by the warm-ups; "
+                         "installed: compiled ahead as an install does, nothing written by the runs")
     a = ap.parse_args(argv)
     if not a.suite.is_dir():
         ap.exit(2, f"bench_overhead.py: error: no suite directory {a.suite}\n")
@@ -109,9 +122,12 @@ def main(argv: list[str] | None = None) -> int:
         plain += ["-n", a.workers, *(f"--deselect={p}" for p in order_dependent(a.suite))]
     global ENV
     with tempfile.TemporaryDirectory(prefix="suitefit-ovh-") as tmp:
-        if a.bytecode == "cached":
+        if a.bytecode in ("cached", "installed"):
             ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
             ENV["PYTHONPYCACHEPREFIX"] = str(Path(tmp) / "pycache")
+        if a.bytecode == "installed":
+            compile_ahead(a.python)
+            ENV["PYTHONDONTWRITEBYTECODE"] = "1"
         suite = Path(tmp) / "suite"
         copy_suite(a.suite, suite)
         # one history for every measured run, as a user's grows; --opt=PATH keeps pytest's rootdir put

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+from venvs import OLDEST, PYTEST_92, make_venv
 
 from suitefit.history import History
 from suitefit.measure.sampler import SamplerProcess
@@ -33,8 +34,10 @@ def pytest_unconfigure(config):
     hooks = sorted(type(i.plugin).__name__ for i in config.hook.pytest_runtest_logreport.get_hookimpls()
                    if "suitefit" in (getattr(i.plugin, "__module__", "") or ""))
     out = os.environ["MODULES_OUT"].replace(".json", "-" + os.environ.get("PYTEST_XDIST_WORKER", "main") + ".json")
+    rewritten = sorted(n for n, m in list(sys.modules.items()) if n.split(".")[0] == "suitefit"
+                       and type(getattr(m, "__loader__", None)).__name__ == "AssertionRewritingHook")
     with open(out, "w") as f:
-        json.dump({"modules": sorted(sys.modules), "logreport": hooks}, f)
+        json.dump({"modules": sorted(sys.modules), "logreport": hooks, "rewritten": rewritten}, f)
 """
 
 
@@ -54,9 +57,9 @@ def _suite(tmp_path: Path) -> Path:
     return suite
 
 
-def _run_pytest(suite: Path, *args: str, process: str = "main") -> dict[str, list[str]]:
+def _run_pytest(suite: Path, *args: str, process: str = "main", python: str = sys.executable) -> dict[str, list[str]]:
     """What ``process`` (``main``, or an xdist worker's id) had loaded at its end."""
-    res = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args], cwd=suite,
+    res = subprocess.run([python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args], cwd=suite,
                          env=_env(MODULES_OUT=str(suite / "modules.json")), capture_output=True, text=True,
                          timeout=300)
     assert res.returncode == 0, res.stdout + res.stderr
@@ -121,6 +124,33 @@ def test_a_planned_run_loads_the_core_but_not_the_planner(tmp_path: Path) -> Non
         for heavy in ("statistics", "suitefit.plan.planner", "suitefit.plan.grouping", "suitefit.plan.workers",
                       "suitefit.costs", "suitefit.diagnose.explain"):
             assert heavy not in loaded, (heavy, args)
+
+
+@pytest.mark.parametrize("args,process,pair", [
+    ([], "main", None), (["-n", "2"], "main", None), (["-n", "2"], "gw0", None), (["--suitefit-plan=PLAN"], "main", None),
+    pytest.param([], "main", OLDEST, marks=pytest.mark.slow), pytest.param([], "main", PYTEST_92, marks=pytest.mark.slow),
+], ids=["serial", "xdist controller", "xdist worker", "planned", "wheel, oldest pytest", "wheel, newest pytest"])
+def test_pytest_does_not_rewrite_the_modules_a_measured_run_imports(tmp_path: Path, args: list[str], process: str,
+                                                                   pair: tuple[str, ...] | None) -> None:
+    """pytest rewrites the asserts of a plugin's whole package, from a cache that installing
+    suitefit does not write: uncached, each process parsed, rewrote and compiled every suitefit
+    module it imported. Only the package and the plugin module, which pytest imports itself
+    before any hook runs, may go through its rewriter; nothing suitefit imports after. Checked
+    where suitefit is installed from its wheel too (pytest marks a wheel's packages from its
+    file list; an editable install's, from the egg-info beside the sources)."""
+    from suitefit.model import Budget, Plan, Unit
+
+    suite = _suite(tmp_path)
+    plan = Plan(workers=1, units=(Unit("test_a.py", ("test_a.py", "test_c.py"), 0.1, 1.0),), budget=Budget(4096.0, 2),
+                predicted_wall_s=1.0, predicted_peak_mb=50.0, reasons=("hand-written for a test",))
+    (tmp_path / "plan.json").write_text(json.dumps(plan.to_json()))
+    args = [a.replace("PLAN", str(tmp_path / "plan.json")) for a in args]
+    python = str(make_venv(pair, from_wheel=True)) if pair else sys.executable
+    got = _run_pytest(suite, "--suitefit", f"--suitefit-history={tmp_path / 'h.sqlite'}", *args, process=process,
+                      python=python)
+    loaded = {m for m in got["modules"] if m.startswith("suitefit.")}
+    assert {"suitefit.session", "suitefit.measure.recorder", "suitefit.history"} <= loaded  # it did measure
+    assert set(got["rewritten"]) <= {"suitefit", "suitefit.plugin"}, got["rewritten"]
 
 
 @pytest.mark.parametrize("journal", [False, True], ids=["measured run", "one-process suitefit run"])

@@ -23,10 +23,12 @@ PYTEST_90 = ("pytest==9.0.3", "pytest-xdist==3.8.0")
 PYTEST_92 = ("pytest==9.2.0", "pytest-xdist==3.8.0")
 
 
-def make_venv(requirements: tuple[str, ...], *, with_suitefit: bool = False) -> Path:
-    """Return the python executable of a venv holding ``requirements`` (and suitefit if asked)."""
+def make_venv(requirements: tuple[str, ...], *, with_suitefit: bool = False, from_wheel: bool = False) -> Path:
+    """Return the python executable of a venv holding ``requirements`` (and suitefit if asked:
+    editable, or ``from_wheel`` as a user installs it, rebuilt when the sources change)."""
+    wheel = suitefit_wheel() if from_wheel else None
     key = hashlib.sha256(
-        ("\n".join(sorted(requirements)) + f"\nsuitefit={with_suitefit}\n{sys.version}").encode()
+        ("\n".join(sorted(requirements)) + f"\nsuitefit={with_suitefit}\n{wheel}\n{sys.version}").encode()
     ).hexdigest()[:12]
     target = CACHE / key
     python = target / "bin" / "python"
@@ -38,7 +40,24 @@ def make_venv(requirements: tuple[str, ...], *, with_suitefit: bool = False) -> 
         venv.EnvBuilder(with_pip=True, clear=True).create(target)
         pip = [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
         subprocess.run([*pip, *requirements, "psutil>=5.9", "click>=8.1", "rich>=13.0"], check=True)
-        if with_suitefit:
+        if wheel is not None:
+            subprocess.run([*pip, "--no-deps", str(wheel)], check=True)
+        elif with_suitefit:
             subprocess.run([*pip, "--no-deps", "-e", str(ROOT)], check=True)
         (target / ".complete").write_text("\n".join(requirements))
     return python
+
+
+def suitefit_wheel() -> Path:
+    """This checkout built as a wheel, once per content of its sources."""
+    sources = [*sorted(p for p in (ROOT / "src" / "suitefit").rglob("*") if p.is_file() and "__pycache__" not in p.parts),
+               ROOT / "pyproject.toml"]
+    digest = hashlib.sha256(b"".join(p.read_bytes() for p in sources)).hexdigest()[:12]
+    out = CACHE / f"wheel-{digest}"
+    CACHE.mkdir(exist_ok=True)
+    with open(CACHE / "wheel.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not any(out.glob("*.whl")):
+            subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--disable-pip-version-check", "--no-deps",
+                            "-w", str(out), str(ROOT)], check=True)
+    return next(out.glob("*.whl"))
