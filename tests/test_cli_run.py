@@ -121,6 +121,29 @@ def test_a_run_of_part_of_the_suite_says_so_and_teaches_no_prediction_error(tmp_
     assert "plan: compared" not in md[2] and "| plan: wall |" in md[2], md[2]
 
 
+def test_a_suite_always_run_with_the_same_selection_is_compared_with_its_predictions(tmp_path: Path) -> None:
+    # A CI that always runs `-m "not slow"` (here `-k 0`) measures its files in part, and its
+    # plans predict them so: each run is what its plan predicted, and the next plans learn
+    # from its error. A run that selects otherwise than what the plan's files were measured
+    # with is still part of it.
+    from suitefit.costs import build_cost_model
+
+    project(tmp_path)
+    env = {"WHERE_LOG": str(tmp_path / "where.jsonl")}
+    alike = [suitefit("run", "--", "-q", "-k", "0", cwd=tmp_path, env=env) for _ in range(3)]
+    assert all(r.returncode == 0 for r in alike), [r.stderr for r in alike]
+    assert not any("ran only in part" in r.stderr for r in alike), alike[-1].stderr
+    other = suitefit("run", "--", "-q", "-k", "1", cwd=tmp_path, env=env)
+    assert other.returncode == 0, other.stderr
+    # test_f1.py now runs whole; test_f0.py, whole in every run before, in part
+    assert "; 1 file(s) ran only in part: the plan predicted it all" in other.stderr, other.stderr
+    with History(tmp_path / ".suitefit" / "history.sqlite") as h:
+        runs = h.runs()  # newest first
+        assert [bool(r.meta_dict.get("part_of_plan")) for r in runs] == [True, False, False, False]
+        assert sorted(runs[1].plan_dict["measured"]["partial"]) == [f"tests/test_f{i}.py" for i in range(1, 6)]
+        assert len(build_cost_model(h).wall_errors) == 2  # the two planned from measurements
+
+
 HANDED_OVER = """
 import json, os, subprocess, sys
 

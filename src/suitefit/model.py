@@ -381,6 +381,9 @@ class Measured:
     # the plan runs workers side by side and no run with workers has measured how much they
     # slow each other on this machine: its wall is a floor (scipy.sparse: 138 s for 213 s)
     contention_unknown: bool = False
+    # planned files measured only in runs that selected some of their tests (``-k``, ``-m``):
+    # a run that selects part of them alike runs what the plan predicted
+    partial: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, plan: Plan, costs: CostModel) -> Measured:
@@ -391,13 +394,15 @@ class Measured:
         return cls(files=len(known), planned=len(files), measured_s=sum(fc.wall_s for fc in known),
                    work_s=work, runs=costs.runs_used,
                    contention_unknown=(plan.workers >= 2 and not costs.contention_measured
-                                       and not costs.times_from_workers))
+                                       and not costs.times_from_workers),
+                   partial=tuple(fc.path for fc in known if not fc.whole))
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> Measured:
         return cls(files=int(d["files"]), planned=int(d["planned"]), measured_s=float(d["measured_s"]),
                    work_s=float(d["work_s"]), runs=int(d.get("runs", 0)),
-                   contention_unknown=bool(d.get("contention_unknown", False)))
+                   contention_unknown=bool(d.get("contention_unknown", False)),
+                   partial=tuple(str(f) for f in d.get("partial", ())))
 
     @property
     def share(self) -> float:

@@ -139,11 +139,14 @@ class RunClose:
     def part_of_plan(self, run: RunRecord) -> str:
         """What the run left out of the plan's files (a path argument, ``-k``, a node id), in
         words; "" when it ran them all. Such a run's predictions are not compared with what
-        it measured (``costs._wall_errors``), and its partial files' times not read."""
+        it measured (``costs._wall_errors``), and its partial files' times not read. A file
+        the plan had measured only in part (a suite always run with ``-m "not slow"``) is
+        predicted as such: selected in part again, it is no part of the plan left out."""
         h = self.history
         planned = {f for u in self.plan.units for f in u.files}
         ran = {str(r[0]) for r in h.execute("SELECT DISTINCT file FROM tests WHERE run_id = ?", [self.run_id])}
-        narrowed = len(h.partial_files([self.run_id]))
+        as_measured = set(self.plan.measured.partial) if self.plan.measured is not None else set()
+        narrowed = len({p for _, p in h.partial_files([self.run_id])} - as_measured)
         root = Path(run.rootdir or ".")
         left = sum(1 for f in planned - ran if (root / f).exists())  # a deleted file is no choice of the run's
         if not left and not narrowed:
