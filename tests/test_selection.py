@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from suitefit.selection import files_selected, missing_paths
+from suitefit.selection import files_selected, measured_root, missing_paths
 
 FILES = ["tests/test_a.py", "tests/unit/test_b.py", "tests/unit/deep/test_c.py", "tests/test_unitless.py"]
 
@@ -62,3 +62,24 @@ def test_words_that_read_as_paths_and_are_not_there_are_named(root: Path) -> Non
     assert missing_paths(args, root) == ["tests/gone/", "gone_too.py"]
     assert missing_paths(["tests/unit", "tests/test_a.py"], root) == []
     assert missing_paths(["--pyargs", "pkg/mod.py"], root) == []
+
+
+def test_paths_select_files_named_from_a_rootdir_deeper_than_the_working_directory(tmp_path: Path) -> None:
+    """Where a package's tests are run from the folder it is installed in (`pytest
+    pandas/tests/frame` in site-packages), pytest finds its ini file in the package and names
+    the files from there (``tests/frame/...``): the paths given still select them, and a
+    path that selects one of two files plans that one."""
+    from clihelp import suitefit
+
+    pkg = tmp_path / "pkg"
+    for sub in ("frame", "window"):
+        (pkg / "tests" / sub).mkdir(parents=True)
+        (pkg / "tests" / sub / f"test_{sub}.py").write_text("def test_x():\n    pass\n\ndef test_y():\n    pass\n")
+    (pkg / "pytest.ini").write_text("[pytest]\n")
+    assert suitefit("profile", "--", "-q", "-p", "no:cacheprovider", "pkg/tests", cwd=tmp_path).returncode == 0
+    res = suitefit("plan", "--", "-q", "pkg/tests/frame", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert "suitefit: plan: the paths given select 1 of the 2 files (2 of 4 tests, 50%): the plan is theirs" \
+        in res.stderr, res.stderr
+    assert measured_root(["tests/frame/test_frame.py"], ["-q", "pkg/tests/frame"], tmp_path, tmp_path) == pkg
+    assert measured_root(["pkg/tests/frame/test_frame.py"], ["pkg/tests/frame"], tmp_path, tmp_path) == tmp_path

@@ -141,8 +141,9 @@ def restrict_to_paths(costs: CostModel, args: Sequence[str], root: Path) -> Cost
     suite's folder, or no measured file (said in a line: a new file is planned as the run
     finds it); a path that is not there is named in a line."""
     from suitefit.costs import restrict
-    from suitefit.selection import files_selected, missing_paths
+    from suitefit.selection import files_selected, measured_root, missing_paths
 
+    root = measured_root([f.path for f in costs.files if f.measured], args, Path.cwd(), root)
     keep = files_selected(list(args), Path.cwd(), root)
     if keep is None:
         gone = missing_paths(list(args), Path.cwd())
