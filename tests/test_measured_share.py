@@ -29,7 +29,7 @@ def test_first_run_says_its_prediction_is_a_guess(tmp_path: Path) -> None:
     assert "nothing measured yet: all 3 file(s) at a default cost" in plan.stdout
     d = json.loads(suitefit("plan", "--json", cwd=tmp_path).stdout)
     assert d["measured"] == {"files": 0, "planned": 3, "measured_s": 0.0, "work_s": d["measured"]["work_s"],
-                             "runs": 0, "contention_unknown": d["workers"] >= 2}
+                             "runs": 0, "contention_unknown": d["workers"] >= 2, "partial": []}
 
     run = suitefit("run", "--", "-q", cwd=tmp_path)
     assert run.returncode == 0, run.stderr
