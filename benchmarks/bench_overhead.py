@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench_run import compile_ahead
 from gen_suite import copy_suite, order_dependent
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -68,15 +69,6 @@ def timed_run(cmd: list[str], cwd: Path) -> Timed:
         raise SystemExit(f"{tail}\nbench_overhead.py: pytest exited {p.returncode}: {' '.join(cmd)}")
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return Timed(wall, cpu)
-
-
-def compile_ahead(python: str) -> None:
-    """Bytecode for every module on ``python``'s path, as an install writes it (pip compiles
-    what it installs; the standard library ships compiled)."""
-    paths = subprocess.run([python, "-c", "import sys, os; print('\\n'.join(p for p in sys.path if os.path.isdir(p)))"],
-                           env=ENV, capture_output=True, text=True, check=True).stdout.split()
-    subprocess.run([python, "-m", "compileall", "-q", "-j", "0", *paths], env=ENV, stdout=subprocess.DEVNULL,
-                   stderr=subprocess.DEVNULL)
 
 
 def bootstrap_ci(values: list[float], n: int = 4000, seed: int = 1) -> tuple[float, float]:
@@ -126,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
             ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
             ENV["PYTHONPYCACHEPREFIX"] = str(Path(tmp) / "pycache")
         if a.bytecode == "installed":
-            compile_ahead(a.python)
+            compile_ahead(a.python, ENV)
             ENV["PYTHONDONTWRITEBYTECODE"] = "1"
         suite = Path(tmp) / "suite"
         copy_suite(a.suite, suite)

@@ -20,7 +20,7 @@ more than the measured noise above the best xdist mode's; in the budget case, ev
 peak inside the budget and the median wall below serial's.
 
     .venv/bin/python benchmarks/bench_run.py [--shapes pool-heavy,hog-heavy,many-small]
-        [--scale 0.5] [--rounds 3] [--workers N] [--keep DIR] [--json OUT] [--bytecode cached|as-is]
+        [--scale 0.5] [--rounds 3] [--workers N] [--keep DIR] [--json OUT] [--bytecode cached|as-is|installed]
 
 Prints the tables; exits 1 if a target is missed, 2 on bad input or a failing command.
 """
@@ -89,7 +89,8 @@ class ShapeRun:
     refused: str = ""  # suitefit's one-line error when it refused the budget as impossible
 
 
-PYCACHE: str | None = None  # --bytecode cached: every run's bytecode goes here
+PYCACHE: str | None = None  # --bytecode cached or installed: every run's bytecode goes here
+INSTALLED = False  # --bytecode installed: compiled ahead, nothing written by the runs
 
 
 def _env() -> dict[str, str]:
@@ -98,12 +99,27 @@ def _env() -> dict[str, str]:
     compiles what it imports from source: suitefit's own modules in each of its processes
     (its CLI, the controller, each worker, the sampler) on top of what every command
     compiles. ``cached``: all bytecode goes under one PYTHONPYCACHEPREFIX, as an
-    installed package's would be cached, and the seeding runs leave it warm."""
+    installed package's would be cached, and the seeding runs leave it warm. ``installed``:
+    every module on the path compiled ahead under that prefix, as an install does, and
+    nothing written by the runs: a fresh CI container, where pytest's cache of the modules it
+    rewrites (test files, conftests, plugin packages: xdist's, and suitefit's before it
+    opted out) is never warm."""
     if PYCACHE is None:
         return dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env["PYTHONPYCACHEPREFIX"] = PYCACHE
+    if INSTALLED:
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
     return env
+
+
+def compile_ahead(python: str, env: dict[str, str] | None) -> None:
+    """Bytecode for every module on ``python``'s path, as an install writes it (pip compiles
+    what it installs; the standard library ships compiled), under ``env``'s prefix."""
+    paths = subprocess.run([python, "-c", "import sys, os; print('\\n'.join(p for p in sys.path if os.path.isdir(p)))"],
+                           env=env, capture_output=True, text=True, check=True).stdout.split()
+    subprocess.run([python, "-m", "compileall", "-q", "-j", "0", *paths], env=env, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL)
 
 
 def command(kind: str, python: str, suitefit: str, workers: int, budget_mb: float) -> list[str]:
@@ -180,7 +196,7 @@ def prepare(name: str, work: Path, scale: float, python: str, suitefit: str) -> 
     sr = ShapeRun(name, suite)
     logs = work / "logs"
     t0 = time.perf_counter()
-    if PYCACHE is not None:
+    if PYCACHE is not None and not INSTALLED:
         # A fresh cache prefix holds nothing, not even the standard library's bytecode: warm
         # it (every module a command imports: pytest, xdist's workers, suitefit's CLI,
         # controller, workers and sampler) before the profile, whose startup the plans use.
@@ -295,9 +311,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--python", default=sys.executable, help="interpreter with pytest, xdist, suitefit")
     ap.add_argument("--keep", type=Path, default=None, help="work here and keep suites, histories and logs")
     ap.add_argument("--json", type=Path, default=None, help="also write every measurement here")
-    ap.add_argument("--bytecode", choices=("as-is", "cached"), default="cached",
+    ap.add_argument("--bytecode", choices=("as-is", "cached", "installed"), default="cached",
                     help="cached (default): bytecode cached as an installed package's is, under one "
-                         "prefix outside the suites; as-is: nothing cached, every process compiles")
+                         "prefix outside the suites; as-is: nothing cached, every process compiles; "
+                         "installed: compiled ahead, nothing written by the runs (a fresh CI container)")
     a = ap.parse_args(argv)
     shapes = [s.strip() for s in a.shapes.split(",") if s.strip()]
     bad = [s for s in shapes if s not in gen_suite.SHAPES]
@@ -314,8 +331,11 @@ def main(argv: list[str] | None = None) -> int:
     if a.keep and work.exists():
         shutil.rmtree(work)
     (work / "logs").mkdir(parents=True)
-    global PYCACHE
-    PYCACHE = str(work / "pycache") if a.bytecode == "cached" else None
+    global PYCACHE, INSTALLED
+    PYCACHE = str(work / "pycache") if a.bytecode in ("cached", "installed") else None
+    INSTALLED = a.bytecode == "installed"
+    if INSTALLED:
+        compile_ahead(a.python, {k: v for k, v in _env().items() if k != "PYTHONDONTWRITEBYTECODE"})
     load: list[tuple[str, tuple[float, ...]]] = [("start", os.getloadavg())]
     try:
         runs = [prepare(n, work, a.scale, a.python, suitefit) for n in shapes]
