@@ -124,10 +124,11 @@ class _OwnModules:
     ``suitefit.*``, and keeps the rewritten code in a cache of its own, which installing the
     package does not write. In a fresh CI container, or wherever bytecode is not written
     (PYTHONDONTWRITEBYTECODE, a read-only site-packages), every measured process then parsed,
-    rewrote and compiled each suitefit module it imported: ~30-60 ms of a controller's start
-    on this machine (benchmarks/README.md). suitefit's asserts are its own invariants, not
-    tests; their messages need no rewriting. Placed first in ``sys.meta_path`` while a
-    measured session is configured and run, for ``suitefit.*`` names only.
+    rewrote and compiled each suitefit module it imported: ~90 ms of a serial run here, ~250
+    ms of a two-worker `suitefit run` (benchmarks/README.md, bench_overhead's twentieth
+    round). suitefit's asserts are its own invariants, not tests; their messages need no
+    rewriting. Placed first in ``sys.meta_path`` while a measured session is configured and
+    run, for ``suitefit.*`` names only.
     """
 
     def find_spec(self, name: str, path: Sequence[str] | None,
