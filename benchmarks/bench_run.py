@@ -333,9 +333,9 @@ def main(argv: list[str] | None = None) -> int:
     (work / "logs").mkdir(parents=True)
     global PYCACHE, INSTALLED
     PYCACHE = str(work / "pycache") if a.bytecode in ("cached", "installed") else None
+    if a.bytecode == "installed":
+        compile_ahead(a.python, _env())  # (written under the prefix; the runs then write nothing)
     INSTALLED = a.bytecode == "installed"
-    if INSTALLED:
-        compile_ahead(a.python, {k: v for k, v in _env().items() if k != "PYTHONDONTWRITEBYTECODE"})
     load: list[tuple[str, tuple[float, ...]]] = [("start", os.getloadavg())]
     try:
         runs = [prepare(n, work, a.scale, a.python, suitefit) for n in shapes]

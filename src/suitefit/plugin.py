@@ -10,11 +10,15 @@ only process) records tests, files, fixtures and itself.
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
-from importlib.machinery import ModuleSpec, PathFinder
-from types import ModuleType
+from importlib.machinery import PathFinder
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from importlib.machinery import ModuleSpec
+    from types import ModuleType
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -55,20 +55,24 @@ def measured_root(files: Sequence[str], args: Sequence[str], cwd: Path, root: Pa
     installed takes ``pandas`` as its rootdir, and named its files ``tests/frame/...``. Of
     ``root`` and the arguments' folders up to ``cwd``, the one that holds the most of a sample
     of the files (``root`` on a tie)."""
+    paths = pytest_selection(args)[0]
     sample = list(files)[:50]
+    if not paths or not sample:  # (the usual run names no path: no file is looked at)
+        return root
 
     def held(d: Path) -> int:
         return sum((d / f).exists() for f in sample)
 
-    if not sample or held(root) == len(sample):
-        return root
-    cands = [root]
-    for word in pytest_selection(args)[0]:
+    best, most = root, held(root)
+    seen = {root}
+    for word in paths:
         p = Path(os.path.normpath(cwd / word))
-        while p.is_relative_to(cwd) and p not in cands:
-            cands.append(p)
+        while most < len(sample) and p.is_relative_to(cwd) and p not in seen:
+            seen.add(p)
+            if (n := held(p)) > most:
+                best, most = p, n
             p = p.parent
-    return max(cands, key=held)
+    return best
 
 
 def missing_paths(args: Sequence[str], cwd: Path) -> list[str]:
