@@ -242,6 +242,26 @@ def test_a_profile_of_a_checkout_without_cached_bytecode_compiles_it_first_unmea
         assert meta["command_wall_s"] + meta["compiled_first_s"] <= elapsed
 
 
+def test_the_compile_first_decision_counts_the_files_the_paths_given_select(tmp_path: Path) -> None:
+    # A profile of part of a larger tree (four of scipy's subpackages, 92 of the 541 test
+    # files of its installed package) decides from the files it will run: a folder of two
+    # uncached files beside three others is "2 of 2", and once they are compiled, the three
+    # never run do not make the next profile of that folder collect first again.
+    make_project(tmp_path, {f"test_{i}.py": "def test_a():\n    pass\n" for i in range(3)})
+    (tmp_path / "tests" / "part").mkdir()
+    for i in range(2):
+        (tmp_path / "tests" / "part" / f"test_p{i}.py").write_text("def test_b():\n    pass\n")
+    writes = {"PYTHONDONTWRITEBYTECODE": ""}
+    first = suitefit("profile", "--", "-q", "-p", "no:cacheprovider", "tests/part", cwd=tmp_path, env=writes)
+    assert first.returncode == 0, first.stderr
+    lines = [ln for ln in first.stderr.splitlines() if "collecting once first" in ln]
+    assert len(lines) == 1 and "2 of 2 test file(s)" in lines[0], first.stderr
+    assert not list((tmp_path / "tests" / "__pycache__").glob("test_*-pytest-*.pyc"))  # not selected
+    again = suitefit("profile", "--", "-q", "-p", "no:cacheprovider", "tests/part", cwd=tmp_path, env=writes)
+    assert again.returncode == 0, again.stderr
+    assert "collecting once first" not in again.stderr
+
+
 def test_a_commands_end_after_its_last_test_is_measured_and_planned(tmp_path: Path) -> None:
     # A plugin that takes 0.6 s at pytest's end (hypothesis imports itself in its terminal
     # summary; this conftest sleeps in unconfigure), and a test module whose end costs 2.0 s

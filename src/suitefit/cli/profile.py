@@ -94,7 +94,7 @@ def _compile_first(args: list[str]) -> float:
         cfg = load_config()
     except SuitefitError:  # the run says so, if it matters to it
         return 0.0
-    counts = uncached_test_files(cfg)
+    counts = uncached_test_files(cfg, args)
     if counts is None or 2 * counts[0] <= counts[1]:
         return 0.0
     click.echo(f"suitefit: no bytecode cached for {counts[0]} of {counts[1]} test file(s): collecting once "
