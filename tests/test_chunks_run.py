@@ -7,7 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from clihelp import json_out, suitefit
+from venvs import OLDEST, make_venv
 
 from suitefit.costs import build_cost_model
 from suitefit.history import History
@@ -81,3 +83,56 @@ def test_a_file_whose_time_lies_in_its_last_tests_is_cut_by_time_not_by_count(tm
     with History(path) as h:
         (rotated,) = [f for f in build_cost_model(h, last=1).files if f.path == "tests/test_big.py"]
     assert rotated.time_shares == big.time_shares
+
+
+def _classes_file(classes: int, size: int, ordered: int) -> str:
+    """``classes`` test classes of ``size`` tests of 0.1 s, each class's fixture logging its
+    set-up; class ``ordered`` asserts that its tests before each one ran, in order, in the
+    same process (state kept on the class, as a ``--dist loadscope`` suite may)."""
+    out = ["import os", "import time", "", "import pytest", "",
+           "LOG = os.path.join(os.path.dirname(__file__), 'setups.log')", ""]
+    for c in range(classes):
+        check = "        assert type(self).seen == list(range(i))\n" if c == ordered else ""
+        out.append(
+            f"class TestC{c}:\n"
+            "    seen = []\n\n"
+            "    @pytest.fixture(scope='class', autouse=True)\n"
+            "    def once(self):\n"
+            "        with open(LOG, 'a') as f:\n"
+            f"            f.write('C{c}\\n')\n\n"
+            f"    @pytest.mark.parametrize('i', range({size}))\n"
+            "    def test_step(self, i):\n"
+            "        time.sleep(0.1)\n"
+            f"{check}"
+            "        type(self).seen.append(i)\n")
+    return "\n".join(out)
+
+
+@pytest.mark.parametrize("versions", ["newest", "oldest"])
+def test_a_long_files_chunks_are_cut_between_its_test_classes(tmp_path: Path, versions: str) -> None:
+    # 5 classes of 4 tests of 0.1 s: the plan cuts the 2 s file in two where the profile put
+    # half its time, test 10 of 20, inside the third class (tests 8-11), whose tests rely on
+    # the ones before them. The run moves the cut to the class boundary nearest it: that
+    # class runs whole on one worker and sets up once (cut at test 10, it failed at its third
+    # test on the other worker, and set up twice).
+    python = make_venv(OLDEST, with_suitefit=True) if versions == "oldest" else None
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "pyproject.toml").write_text('[tool.pytest.ini_options]\ntestpaths = ["tests"]\n')
+    (tmp_path / "tests" / "test_classes.py").write_text(_classes_file(5, 4, ordered=2))
+    (tmp_path / "tests" / "test_small.py").write_text("import time\n\ndef test_s():\n    time.sleep(0.05)\n")
+    assert suitefit("profile", "--", "-q", "-p", "no:cacheprovider", cwd=tmp_path, python=python).returncode == 0
+    plan = json_out(suitefit("plan", "--json", "--workers", "2", cwd=tmp_path, python=python))
+    spans = sorted(tuple(u["span"]) for u in plan["units"] if u["files"] == ["tests/test_classes.py"])
+    assert len(spans) == 2 and 8 < spans[0][1] * 20 < 12, spans  # the plan's cut: inside the third class
+    log = tmp_path / "tests" / "setups.log"
+    log.unlink()
+    res = suitefit("run", "--workers", "2", "--", "-q", "-p", "no:cacheprovider", cwd=tmp_path, python=python)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "21 passed" in res.stdout
+    assert log.read_text().split().count("C2") == 1
+    with History(tmp_path / ".suitefit" / "history.sqlite") as h:
+        run = h.runs(limit=1)[0]
+        rows = h.execute("SELECT worker, nodeid FROM tests WHERE run_id = ? AND file = 'tests/test_classes.py'",
+                         [run.id])
+    assert len(rows) == 20 and len({w for w, _ in rows}) == 2  # split between the workers
+    assert len({w for w, n in rows if "::TestC2::" in n}) == 1

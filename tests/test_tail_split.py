@@ -183,17 +183,33 @@ class StealingNode:
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.integers(2, 4), st.lists(st.tuples(st.floats(0.1, 20), st.integers(1, 15), st.booleans()),
-                                    min_size=1, max_size=10), st.integers(0, 2**32 - 1))
+                                    min_size=1, max_size=10), st.integers(0, 4), st.integers(0, 2**32 - 1))
 def test_adapter_runs_every_test_once_with_tails_moving(workers: int, files: list[tuple[float, int, bool]],
-                                                        seed: int) -> None:
+                                                        class_size: int, seed: int) -> None:
+    # Some files in test classes of ``class_size`` (chunks and tails are cut between them
+    # where one is near: class_cuts), and every third file of 4 or more tests planned as two
+    # chunks cut at a random share of its tests.
     rng = random.Random(seed)
     units = []
     for i, (wall, tests, divisible) in enumerate(files):
         name = f"t/test_{i}.py"
+        if i % 3 == 2 and tests >= 4:
+            f = rng.uniform(0.1, 0.9)
+            for k, span in ((1, (0.0, f)), (2, (f, 1.0))):
+                part = max(1, round((span[1] - span[0]) * tests))
+                units.append(Unit(f"{name}[{k}/2]", (name,), wall / 2, 10.0, tests=part, last_s=wall / tests,
+                                  chunk=(k, 2), span=span, piece_setup_s=0.0 if divisible else None))
+            continue
         units.append(Unit(name, (name,), wall, 10.0, tests=tests, last_s=wall / tests,
                           piece_setup_s=0.0 if divisible else None))
     units.sort(key=lambda u: -u.wall_s)
-    collection = [f"{u.files[0]}::t{k}" for u in units for k in range(u.tests)]
+    counts = {f"t/test_{i}.py": tests for i, (_, tests, _) in enumerate(files)}
+
+    def nodeid(path: str, k: int) -> str:
+        in_class = class_size and int(path[7:-3]) % 2
+        return f"{path}::C{k // class_size}::t{k}" if in_class else f"{path}::t{k}"
+
+    collection = [nodeid(path, k) for path in dict.fromkeys(u.files[0] for u in units) for k in range(counts[path])]
     sched = SuitefitScheduling(None, None, _plan(units, workers), numnodes=workers, live=lambda: (0.0, {}))
     nodes = [StealingNode(f"gw{i}") for i in range(workers)]
     for n in nodes:
@@ -239,7 +255,7 @@ def test_adapter_runs_every_test_once_with_tails_moving(workers: int, files: lis
     for i, w in ran.items():
         by_file.setdefault(collection[i].split("::")[0], set()).add(w)
     for u in units:
-        if u.piece_setup_s is None:
+        if u.piece_setup_s is None and u.chunk is None:
             assert len(by_file[u.files[0]]) == 1, f"{u.name} may not split: ran on {by_file[u.files[0]]}"
         # a file's tests go out in their order, a tail as one contiguous run of them
         tests = [i for i, nodeid in enumerate(collection) if nodeid.startswith(u.files[0] + "::")]

@@ -23,6 +23,7 @@ from typing import Any, Protocol
 from suitefit import timing
 from suitefit.measure.journal import Journal
 from suitefit.model import Plan, Unit
+from suitefit.plan.class_cuts import inside_class, snap_cuts, tail_start
 from suitefit.plan.core import (
     Core,
     Decision,
@@ -31,7 +32,8 @@ from suitefit.plan.core import (
     Shutdown,
     Split,
     Wait,
-    chunk_of,
+    chunk_cuts,
+    even_cuts,
     piece_of,
 )
 
@@ -86,6 +88,7 @@ class SuitefitScheduling:
         self.stopping = False  # a worker died and restarts are off: withdraw queued work
         self._closing: set[str] = set()  # workers xdist is ending on its own (told to the core)
         self._splits: dict[Any, Split] = {}  # node -> the split whose tail was asked of it
+        self._cuts: dict[str, list[int]] = {}  # a chunked file -> its chunks' cuts (_file_cuts)
 
     def _now(self) -> float:
         return timing.monotonic() - self._t0
@@ -259,8 +262,29 @@ class SuitefitScheduling:
         if unit.name in self._explicit:
             return self._explicit.pop(unit.name)
         if unit.chunk is not None:
-            return chunk_of(self._by_file.get(unit.files[0], []), unit.chunk, unit.span)
+            k = unit.chunk[0]
+            cuts = self._file_cuts(unit)
+            return self._by_file.get(unit.files[0], [])[cuts[k - 1]:cuts[k]]
         return [i for f in unit.files for i in self._by_file.get(f, [])]
+
+    def _file_cuts(self, unit: Unit) -> list[int]:
+        """Where ``unit``'s file is cut into its chunks: as the plan cut it (each chunk's span,
+        read as ``chunk_of`` reads one), each cut then moved off the inside of a test class
+        (``class_cuts.snap_cuts``). Once a file: all its chunks read the same cuts."""
+        path = unit.files[0]
+        got = self._cuts.get(path)
+        if got is not None:
+            return got
+        assert unit.chunk is not None and self.collection is not None
+        indices = self._by_file.get(path, [])
+        m = unit.chunk[1]
+        spans = {u.chunk[0]: u.span for u in self.plan.units
+                 if u.chunk is not None and u.chunk[1] == m and u.files[0] == path}
+        ends = [spans.get(k) for k in range(1, m + 1)]
+        cuts = (chunk_cuts(len(indices), [e[1] for e in ends if e is not None]) if all(ends)
+                else even_cuts(len(indices), m))
+        got = self._cuts[path] = snap_cuts(cuts, inside_class([self.collection[i] for i in indices]))
+        return got
 
     def _ask_all(self) -> None:
         for node in list(self.node2pending):
@@ -342,6 +366,10 @@ class SuitefitScheduling:
         behind = set(self.node2pending.get(src, [])[2:])  # it runs one and holds the next
         tail = [i for i in a.indices if i in a.left and i in behind] if a is not None else []
         take = tail[-d.piece.tests:] if d.piece.tests > 0 else []
+        if take and a is not None and self.collection is not None:  # not inside a test class
+            offset = a.indices.index(tail[0])
+            inside = inside_class([self.collection[i] for i in a.indices])
+            take = tail[tail_start(len(take), len(tail), lambda j: inside(offset + j)):]
         if src is None or not take or self.stopping:
             self._answer_thief(d, self.core.split_done(d, False, self._now()))
             return

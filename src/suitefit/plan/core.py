@@ -80,17 +80,30 @@ def chunk_of(indices: list[int], chunk: tuple[int, int] | None,
              span: tuple[float, float] | None = None) -> list[int]:
     """A chunk's contiguous slice of its file's tests: the fractions ``span`` of them (cut
     where the history put equal shares of the file's time), else the k-th of n slices of
-    equal count. Neighbouring chunks share a boundary value, so they cover the file once."""
+    equal count. Neighbouring chunks share a boundary value, so they cover the file once.
+    (The xdist runner cuts all of a file's chunks at once, ``chunk_cuts``, and then off the
+    inside of test classes.)"""
     if chunk is None:
         return indices
     if span is not None:
         n = len(indices)
-        lo = 0 if span[0] <= 0 else round(span[0] * n)
-        hi = n if span[1] >= 1 else round(span[1] * n)
+        lo = _cut_at(span[0], n)
+        hi = _cut_at(span[1], n)
         return indices[lo:hi]
     k, n = chunk
     cuts = even_cuts(len(indices), n)
     return indices[cuts[k - 1]:cuts[k]]
+
+
+def _cut_at(fraction: float, tests: int) -> int:
+    return 0 if fraction <= 0 else tests if fraction >= 1 else round(fraction * tests)
+
+
+def chunk_cuts(tests: int, ends: Sequence[float]) -> list[int]:
+    """Cuts 0 = c0 <= ... <= cm = tests of a file's chunks whose spans end at the count
+    fractions ``ends`` (in order; the last is the file's end): as ``chunk_of`` cuts each."""
+    cuts = [0, *(_cut_at(e, tests) for e in ends[:-1]), tests]
+    return list(itertools.accumulate(cuts, max))
 
 
 def even_cuts(tests: int, m: int) -> list[int]:

@@ -1,0 +1,70 @@
+"""Where a file's tests are cut into pieces at run time: between test classes, not inside one.
+
+A long file's chunks (``plan/chunks.py``) and a tail moved to a free worker are cut by test
+count, where the history puts a share of the file's time. A cut inside a class sets the
+class's fixtures up again where the second part runs, and breaks a class whose tests rely
+on the ones before them (state kept on the class: what ``--dist loadscope`` users count
+on). So the runner moves each cut to the nearest boundary between classes (or between
+module-level tests), within a quarter of the smaller part it cuts: the split keeps its
+balance, and a class much longer than that is cut as before, paying its class fixtures
+again as the plan priced them. Pure: node ids in, positions out; the xdist adapter uses it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+
+def class_of(nodeid: str) -> str | None:
+    """The outermost class a test is in (``file::Class``), None for a module-level test.
+    A parametrized test's id may hold ``::`` in its brackets: read before them."""
+    parts = nodeid.split("[", 1)[0].split("::")
+    return f"{parts[0]}::{parts[1]}" if len(parts) >= 3 else None
+
+
+def inside_class(nodeids: Sequence[str]) -> Callable[[int], bool]:
+    """``inside(p)``: does a cut before position ``p`` of ``nodeids`` (one file's tests, in
+    order) fall inside a class, between two tests of it?"""
+    keys = [class_of(n) for n in nodeids]
+
+    def inside(p: int) -> bool:
+        return 0 < p < len(keys) and keys[p] is not None and keys[p] == keys[p - 1]
+
+    return inside
+
+
+def snap_cuts(cuts: Sequence[int], inside: Callable[[int], bool]) -> list[int]:
+    """``cuts`` (0 = c0 <= c1 <= ... <= cm = n: the file's m parts) with each inner cut that
+    falls inside a class moved to the nearest one that does not, at most a quarter of the
+    smaller part beside it away (at least one test) and never past a neighbouring cut; the
+    earlier position among equals. The cuts stay in order, so the parts cover the file once.
+    """
+    out = list(cuts)
+    for k in range(1, len(cuts) - 1):
+        c = cuts[k]
+        if not inside(c):
+            continue
+        reach = max(1, min(c - cuts[k - 1], cuts[k + 1] - c) // 4)
+        lo, hi = max(out[k - 1] + 1, c - reach), min(cuts[k + 1] - 1, c + reach)
+        for d in range(1, reach + 1):
+            p = next((p for p in (c - d, c + d) if lo <= p <= hi and not inside(p)), None)
+            if p is not None:
+                out[k] = p
+                break
+    return out
+
+
+def tail_start(asked: int, length: int, inside: Callable[[int], bool]) -> int:
+    """Where a tail of ``asked`` tests out of ``length`` begins once moved off a class's
+    inside (positions 0..length-1 of the tests it may take, ``inside`` over the same
+    positions): the nearest clean start within a quarter of the tail (at least one test),
+    the later (a shorter tail) among equals; unmoved where there is none."""
+    start = length - asked
+    if not inside(start):
+        return start
+    reach = max(1, asked // 4)
+    for d in range(1, reach + 1):
+        p = next((p for p in (start + d, start - d) if 0 <= p < length and not inside(p)), None)
+        if p is not None:
+            return p
+    return start
