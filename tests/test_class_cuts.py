@@ -13,7 +13,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from suitefit.model import Budget, Plan, Unit
-from suitefit.plan.class_cuts import class_of, inside_class, snap_cuts, tail_start
+from suitefit.plan.class_cuts import (
+    class_of,
+    class_runs,
+    inside_class,
+    inside_runs,
+    snap_cuts,
+    tail_start,
+)
 from suitefit.plan.core import Split
 from suitefit.xdist_sched import SuitefitScheduling
 
@@ -86,6 +93,15 @@ def test_a_cut_inside_a_class_too_long_to_go_around_stays() -> None:
     assert snap_cuts([0, 20, 40], inside_class(ids)) == [0, 20, 40]
     ids = _layout([4, 4, 4, 4, 4])  # the first cut falls in the third class (8-11)
     assert snap_cuts([0, 10, 20], inside_class(ids)) == [0, 8, 20]
+
+
+def test_a_files_classes_are_kept_as_runs_and_read_back_as_the_same_cuts() -> None:
+    ids = [*_layout([1, 3, 1, 1, 4]), "t.py::TestOne::test_only"]  # a class of one test cuts nowhere
+    assert class_runs(ids) == [(1, 4), (6, 10)]
+    inside = inside_class(ids)
+    runs = inside_runs([(a / len(ids), b / len(ids)) for a, b in class_runs(ids)], len(ids))
+    assert [runs(p) for p in range(len(ids) + 1)] == [inside(p) for p in range(len(ids) + 1)]
+    assert class_runs(_layout([2] * 600)) == []  # too many to keep: the run still snaps
 
 
 # -- the real adapter ----------------------------------------------------------------------

@@ -15,7 +15,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from suitefit.errors import SuitefitError
-from suitefit.model import Budget, CostModel, FileCost, FixtureCost, Plan, WorkerCost
+from suitefit.model import Budget, CostModel, FileCost, FixtureCost, Plan, Unit, WorkerCost
 from suitefit.plan import make_plan, simulate
 from suitefit.plan.chunks import split_long_files
 from suitefit.plan.grouping import best_parts, make_unit
@@ -367,6 +367,25 @@ def test_chunks_are_cut_where_the_files_time_is_shared_equally() -> None:
     cut = [u.span for u in even.units if u.files == ("tests/test_big.py",) and u.chunk == (1, 2)]
     assert cut in ([None], [(0.0, 0.51)]), cut
     assert Plan.from_json(json.loads(json.dumps(plan.to_json()))).units == plan.units
+
+
+def test_chunks_are_cut_between_the_files_test_classes_where_one_is_near() -> None:
+    # 100 even tests in classes of 10, planned in two: the cut at test 50 is a class boundary
+    # and stays; with classes of 8 (the seventh is tests 48-55) it moves to 48, and the
+    # chunks' times and spans are those of the moved cut, so the run, which cuts the spans
+    # it is given and snaps again, finds the same place (class_cuts).
+    def plan_with(classes: tuple[tuple[float, float], ...]) -> list[Unit]:
+        big = FileCost("tests/test_big.py", 40.0, 10.0, tests=100, classes=classes)
+        plan = make_plan(_costs([big, *_files(1, wall=1.0)], startup=0.5), Budget(8000, 2))
+        return sorted((u for u in plan.units if u.files == ("tests/test_big.py",)), key=lambda u: u.chunk or (0, 0))
+
+    tens = plan_with(tuple((k / 100, (k + 10) / 100) for k in range(0, 100, 10)))
+    assert [u.chunk for u in tens] == [(1, 2), (2, 2)] and tens[0].tests == 50
+    eights = plan_with(tuple((k / 100, min(100, k + 8) / 100) for k in range(0, 100, 8)))
+    assert [u.tests for u in eights] == [48, 52]
+    assert eights[0].span == (0.0, 0.48) and eights[1].span == (0.48, 1.0)
+    assert [u.wall_s for u in eights] == pytest.approx([40.0 * 0.48, 40.0 * 0.52])
+    assert "moved to a boundary between its test classes" in (eights[0].reason or "")
 
 
 def test_a_chunk_fills_the_ideal_lane_when_equal_chunks_would_leave_one_short() -> None:

@@ -395,9 +395,9 @@ def _files(history: History, run_ids: Sequence[int], last: int,
         )
     work = sum(f.wall_s for f in out.values())
     long = {path for path, fc in out.items() if fc.tests >= 2 and fc.wall_s >= work / SHAPED_SHARE}
-    shares = _time_shares(history, _shape_runs(history, {path: [r[0] for r in by_path[path]] for path in long}))
-    for path, sh in shares.items():
-        out[path] = replace(out[path], time_shares=sh)
+    shapes = _time_shares(history, _shape_runs(history, {path: [r[0] for r in by_path[path]] for path in long}))
+    for path, (sh, classes) in shapes.items():
+        out[path] = replace(out[path], time_shares=sh, classes=classes)
     # counts only a calibration measured: its slice of short files in fresh workers reads high
     whole = {n_of[r] for r in by_run if r not in calibrations}
     unconfirmed = frozenset(n_of[r] for r in by_run if r in calibrations) - whole
@@ -511,20 +511,26 @@ def chunked_in(history: History, run_ids: Sequence[int]) -> set[tuple[int, str]]
     return out
 
 
-def _time_shares(history: History, run_of: Mapping[str, int]) -> dict[str, tuple[float, ...]]:
-    """file -> the share of its time spent by each count fraction i/SHARE_POINTS of its tests,
-    from the run given for it (``_shape_runs``): where a chunk is cut (``plan.chunks``). One
-    read of those files' tests per run."""
+def _time_shares(history: History, run_of: Mapping[str, int]
+                 ) -> dict[str, tuple[tuple[float, ...], tuple[tuple[float, float], ...]]]:
+    """file -> (the share of its time spent by each count fraction i/SHARE_POINTS of its
+    tests, its test classes as count fractions: ``FileCost.classes``), from the run given for
+    it (``_shape_runs``): where a chunk is cut (``plan.chunks``). One read of those files'
+    tests per run."""
+    from suitefit.plan.class_cuts import class_runs
+
     by_run: dict[int, list[str]] = {}
     for path, run_id in run_of.items():
         by_run.setdefault(run_id, []).append(path)
     times: dict[str, list[float]] = {}
+    ids: dict[str, list[str]] = {}
     for run_id, paths in by_run.items():
-        for file, wall in history.execute(
-                f"SELECT file, wall_s FROM tests WHERE run_id = ? AND file IN ({','.join('?' * len(paths))}) "
+        for file, nodeid, wall in history.execute(
+                f"SELECT file, nodeid, wall_s FROM tests WHERE run_id = ? AND file IN ({','.join('?' * len(paths))}) "
                 f"ORDER BY seq", [run_id, *paths]):
             times.setdefault(str(file), []).append(max(0.0, float(wall or 0.0)))
-    out: dict[str, tuple[float, ...]] = {}
+            ids.setdefault(str(file), []).append(str(nodeid))
+    out: dict[str, tuple[tuple[float, ...], tuple[tuple[float, float], ...]]] = {}
     for path, ts in times.items():
         total, n = sum(ts), len(ts)
         if n < 2 or total <= 0:
@@ -537,7 +543,7 @@ def _time_shares(history: History, run_of: Mapping[str, int]) -> dict[str, tuple
             p = i * n / SHARE_POINTS
             j = min(int(p), n - 1)
             shares.append(min(1.0, (prefix[j] + (p - j) * ts[j]) / total))
-        out[path] = tuple(shares)
+        out[path] = (tuple(shares), tuple((a / n, b / n) for a, b in class_runs(ids[path])))
     return out
 
 

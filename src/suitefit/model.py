@@ -41,6 +41,10 @@ class FileCost:
     # where its time lies along its tests, in collection order: the share of its time spent by
     # each count fraction i/(len-1) of its tests (0.0 ... 1.0); () where not known (even)
     time_shares: tuple[float, ...] = ()
+    # its test classes of two tests or more, as count fractions (start, end) of its tests in
+    # the run its time shares come from: where a chunk's cut would fall inside one
+    # (``plan/class_cuts.py``); () where it has none, or too many to keep
+    classes: tuple[tuple[float, float], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from dataclasses import replace
 from itertools import pairwise
 
 from suitefit.model import FileCost, FixtureCost, GroupingRules, Unit
+from suitefit.plan.class_cuts import inside_runs, snap_cuts
 from suitefit.plan.core import MIN_SPLIT_TESTS, even_cuts
 from suitefit.plan.grouping import expensive_why
 from suitefit.units import fmt_s
@@ -97,13 +98,17 @@ def split_long_files(units: Sequence[Unit], file_costs: Mapping[str, FileCost],
         m = min(fc.tests, workers, math.ceil(u.wall_s / max(lane_s, 1e-9)))
         targets = [min(1.0, k * lane_s / u.wall_s) for k in range(1, m)] if fill else None
         cuts = cut_points(fc.tests, m, fc.time_shares, targets) if m >= 2 else [0, fc.tests]
+        counted = cuts
+        if fc.classes:  # between its test classes where one is near, as the run cuts them
+            cuts = snap_cuts(cuts, inside_runs(fc.classes, fc.tests))
         times = [u.wall_s * (share_at(fc.time_shares, hi / fc.tests) - share_at(fc.time_shares, lo / fc.tests))
                  for lo, hi in pairwise(cuts)]
         if m < 2 or max(times) + setup >= u.wall_s * (1 - PAYS_FRACTION):
             out.append(u)
             continue
         shaped = bool(fc.time_shares)
-        sliced = shaped or fill  # not the k-th of m equal counts: the run needs the fractions
+        moved = cuts != counted
+        sliced = shaped or fill or moved  # not the k-th of m equal counts: the run needs the fractions
         for k, ((lo, hi), t) in enumerate(zip(pairwise(cuts), times, strict=True), start=1):
             out.append(Unit(
                 name=f"{u.name}[{k}/{m}]", files=u.files, wall_s=t + (setup if k > 1 else 0.0),
@@ -113,7 +118,8 @@ def split_long_files(units: Sequence[Unit], file_costs: Mapping[str, FileCost],
                 reason=(f"chunk {k}/{m} of {fc.path} ({fc.tests} tests, {fmt_s(u.wall_s)}): longer "
                         f"than the ideal lane {fmt_s(lane_s)}; tests {lo + 1}-{hi}, {fmt_s(t)}"
                         + (" (cut to fill the ideal lane" if fill else " (cut at equal shares")
-                        + (" of its measured time)" if shaped else " of its tests)")
+                        + (" of its measured time" if shaped else " of its tests")
+                        + (", moved to a boundary between its test classes)" if moved else ")")
                         + f"; each chunk pays {fmt_s(setup)} of module/class fixture setup again"),
             ))
         reasons.append(f"{fc.path}: split into {m} chunks of its {fc.tests} tests "

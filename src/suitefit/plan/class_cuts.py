@@ -7,7 +7,10 @@ on the ones before them (state kept on the class: what ``--dist loadscope`` user
 on). So the runner moves each cut to the nearest boundary between classes (or between
 module-level tests), within a quarter of the smaller part it cuts: the split keeps its
 balance, and a class much longer than that is cut as before, paying its class fixtures
-again as the plan priced them. Pure: node ids in, positions out; the xdist adapter uses it.
+again as the plan priced them. The plan cuts its chunks the same way, from the classes the
+cost model keeps for a long file (``FileCost.classes``), so a run of the suite it planned
+finds its cuts already between classes; the runner's own snapping, from the node ids it
+collected, covers a suite changed since. Pure: node ids in, positions out.
 """
 
 from __future__ import annotations
@@ -29,6 +32,35 @@ def inside_class(nodeids: Sequence[str]) -> Callable[[int], bool]:
 
     def inside(p: int) -> bool:
         return 0 < p < len(keys) and keys[p] is not None and keys[p] == keys[p - 1]
+
+    return inside
+
+
+MAX_CLASS_RUNS = 512  # a file with more is cut by its tests at plan time (the run still snaps)
+
+
+def class_runs(nodeids: Sequence[str]) -> list[tuple[int, int]]:
+    """The test classes of two tests or more in ``nodeids`` (one file's tests, in order) as
+    (start, end) positions; [] where there are more than ``MAX_CLASS_RUNS`` (a plan keeps
+    them for its long files)."""
+    out: list[tuple[int, int]] = []
+    start = 0
+    keys = [class_of(n) for n in nodeids]
+    for p in range(1, len(keys) + 1):
+        if p == len(keys) or keys[p] is None or keys[p] != keys[p - 1]:
+            if keys[start] is not None and p - start >= 2:
+                out.append((start, p))
+            start = p
+    return out if len(out) <= MAX_CLASS_RUNS else []
+
+
+def inside_runs(runs: Sequence[tuple[float, float]], tests: int) -> Callable[[int], bool]:
+    """``inside`` (as ``inside_class``) from the count fractions of a file's classes, as the
+    cost model keeps them (``FileCost.classes``), for a file of ``tests`` tests."""
+    spans = [(round(a * tests), round(b * tests)) for a, b in runs]
+
+    def inside(p: int) -> bool:
+        return any(a < p < b for a, b in spans)
 
     return inside
 
