@@ -368,8 +368,9 @@ class SuitefitScheduling:
         take = tail[-d.piece.tests:] if d.piece.tests > 0 else []
         if take and a is not None and self.collection is not None:  # not inside a test class
             offset = a.indices.index(tail[0])
-            inside = inside_class([self.collection[i] for i in a.indices])
-            take = tail[tail_start(len(take), len(tail), lambda j: inside(offset + j)):]
+            before = a.indices[offset - 1:offset]  # the test ahead of the tail (runs or is held)
+            inside = inside_class([self.collection[i] for i in (*before, *tail)])
+            take = tail[tail_start(len(take), len(tail), lambda j: inside(j + len(before))):]
         if src is None or not take or self.stopping:
             self._answer_thief(d, self.core.split_done(d, False, self._now()))
             return

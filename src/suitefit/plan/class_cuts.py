@@ -15,14 +15,17 @@ collected, covers a suite changed since. Pure: node ids in, positions out.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable, Sequence
 
 
 def class_of(nodeid: str) -> str | None:
     """The outermost class a test is in (``file::Class``), None for a module-level test.
-    A parametrized test's id may hold ``::`` in its brackets: read before them."""
-    parts = nodeid.split("[", 1)[0].split("::")
-    return f"{parts[0]}::{parts[1]}" if len(parts) >= 3 else None
+    A parametrized test's id may hold ``::`` in its brackets (read before them), and a
+    file's name may hold brackets (read after it)."""
+    path, _, rest = nodeid.partition("::")
+    parts = rest.split("[", 1)[0].split("::")
+    return f"{path}::{parts[0]}" if len(parts) >= 2 else None
 
 
 def inside_class(nodeids: Sequence[str]) -> Callable[[int], bool]:
@@ -56,11 +59,13 @@ def class_runs(nodeids: Sequence[str]) -> list[tuple[int, int]]:
 
 def inside_runs(runs: Sequence[tuple[float, float]], tests: int) -> Callable[[int], bool]:
     """``inside`` (as ``inside_class``) from the count fractions of a file's classes, as the
-    cost model keeps them (``FileCost.classes``), for a file of ``tests`` tests."""
+    cost model keeps them (``FileCost.classes``, in order), for a file of ``tests`` tests."""
     spans = [(round(a * tests), round(b * tests)) for a, b in runs]
+    starts = [a for a, _ in spans]
 
     def inside(p: int) -> bool:
-        return any(a < p < b for a, b in spans)
+        i = bisect.bisect_left(starts, p) - 1  # the last class that starts before p
+        return i >= 0 and p < spans[i][1]
 
     return inside
 
@@ -70,20 +75,28 @@ def snap_cuts(cuts: Sequence[int], inside: Callable[[int], bool]) -> list[int]:
     falls inside a class moved to the nearest one that does not, at most a quarter of the
     smaller part beside it away (at least one test) and never past a neighbouring cut; the
     earlier position among equals. The cuts stay in order, so the parts cover the file once.
+
+    Passes repeat until none moves a cut: a move widens its neighbours' parts, and so their
+    reach. The result is then a fixed point, so the run, which snaps the plan's cuts again
+    from the node ids it collected, finds them where the plan put them. A cut moves only
+    onto a clean position and never again, so there are at most m passes.
     """
     out = list(cuts)
-    for k in range(1, len(cuts) - 1):
-        c = cuts[k]
-        if not inside(c):
-            continue
-        reach = max(1, min(c - cuts[k - 1], cuts[k + 1] - c) // 4)
-        lo, hi = max(out[k - 1] + 1, c - reach), min(cuts[k + 1] - 1, c + reach)
-        for d in range(1, reach + 1):
-            p = next((p for p in (c - d, c + d) if lo <= p <= hi and not inside(p)), None)
-            if p is not None:
-                out[k] = p
-                break
-    return out
+    while True:
+        before = list(out)
+        for k in range(1, len(out) - 1):
+            c = before[k]
+            if not inside(c):
+                continue
+            reach = max(1, min(c - before[k - 1], before[k + 1] - c) // 4)
+            lo, hi = max(out[k - 1] + 1, c - reach), min(before[k + 1] - 1, c + reach)
+            for d in range(1, reach + 1):
+                p = next((p for p in (c - d, c + d) if lo <= p <= hi and not inside(p)), None)
+                if p is not None:
+                    out[k] = p
+                    break
+        if out == before:
+            return out
 
 
 def tail_start(asked: int, length: int, inside: Callable[[int], bool]) -> int:
