@@ -336,6 +336,28 @@ def test_what_commands_take_outside_their_tests_is_measured_per_worker_count(tmp
     assert any("outside their tests" in r for r in plan.reasons), plan.reasons
 
 
+
+def test_a_profile_with_workers_stands_in_for_the_outside_until_a_planned_run_measures_it(tmp_path: Path) -> None:
+    # The bundled example, with no bytecode written: after a serial profile and a profile
+    # with -n 2, the first plan counted only the serial end (6.2 s predicted for a 7.6 s
+    # run). A profile's command at 2 workers has the same start, xdist and end as a run's
+    # (4.73 s outside its tests there, 4.52 s for the run after it): it stands in until a
+    # planned run at that count is recorded, and then only the planned runs count.
+    import json
+
+    files = {f"tests/test_{i}.py": SynthFile(f"tests/test_{i}.py", 1.0) for i in range(6)}
+    two = {"gw0": [f"tests/test_{i}.py" for i in range(3)], "gw1": [f"tests/test_{i}.py" for i in range(3, 6)]}
+    write_history(tmp_path / "h.sqlite", [SynthRun(_one_worker(files), files)])
+    with History(tmp_path / "h.sqlite") as h:
+        assert build_cost_model(h).outside_by_workers == {}
+        rid = write_run(h, SynthRun(two, files, kind="profile"), started=2_000_000.0)
+        h.merge_run_meta(rid, command_wall_s=7.5)  # the tests' span is 3.0 s
+        assert build_cost_model(h).outside_by_workers == {2: pytest.approx(4.5)}
+        rid = write_run(h, SynthRun(two, files, kind="run"), started=2_000_100.0)
+        h.update_run(rid, plan=json.dumps({"workers": 2}))
+        h.merge_run_meta(rid, command_wall_s=6.0)
+        assert build_cost_model(h).outside_by_workers == {2: pytest.approx(3.0)}
+
 def test_the_peak_headroom_is_the_largest_under_prediction_measured(tmp_path: Path) -> None:
     # Planned runs record their predicted peak; the measured tree peak (plus the sampler
     # process, which the prediction counts and the tree peak leaves out) says how far off it
