@@ -47,11 +47,11 @@ def class_runs(nodeids: Sequence[str]) -> list[tuple[int, int]]:
     (start, end) positions; [] where there are more than ``MAX_CLASS_RUNS`` (a plan keeps
     them for its long files)."""
     out: list[tuple[int, int]] = []
-    start = 0
-    keys = [class_of(n) for n in nodeids]
-    for p in range(1, len(keys) + 1):
-        if p == len(keys) or keys[p] is None or keys[p] != keys[p - 1]:
-            if keys[start] is not None and p - start >= 2:
+    inside = inside_class(nodeids)
+    start, n = 0, len(nodeids)
+    for p in range(1, n + 1):
+        if p == n or not inside(p):  # a run of two or more with every cut inside: one class
+            if p - start >= 2:
                 out.append((start, p))
             start = p
     return out if len(out) <= MAX_CLASS_RUNS else []
