@@ -12,6 +12,7 @@ import pytest
 
 from suitefit.history import History
 from suitefit.summary import run_summary
+from suitefit.units import fmt_mb
 
 pytest_plugins = ["pytester"]
 
@@ -94,6 +95,29 @@ def test_whole_run_timeline_is_sampled(pytester: pytest.Pytester) -> None:
     assert len(samples) >= 8  # about 10 a second for over a second
     assert any(x.pss_mb is not None for x in samples)
     assert all(x.procs >= 1 and x.rss_mb > 5 for x in samples)
+
+
+def test_pss_is_read_at_the_runs_peak_and_the_summary_says_so(pytester: pytest.Pytester) -> None:
+    """A hog held for 0.8 s between tests that hold nothing: the summary's PSS is the one
+    read at the peak (a read on the cadence alone was most often the tree before it)."""
+    pytester.makepyfile(test_a=textwrap.dedent("""
+        import time
+        def test_before():
+            time.sleep(1.2)
+        def test_hog():
+            b = bytearray(300 * 2**20); b[::4096] = b"x" * len(b[::4096])
+            time.sleep(0.8)
+        def test_after():
+            time.sleep(1.2)
+    """))
+    res, s = run(pytester)
+    res.assert_outcomes(passed=3)
+    with History(pytester.path / "h.sqlite") as h:
+        r = h.run(s["run_id"])
+    at_peak = r.meta_dict.get("pss_at_peak_mb")
+    assert at_peak is not None and at_peak > 300, r.meta_dict
+    assert r.peak_rss_mb is not None and at_peak <= r.peak_rss_mb * 1.01
+    res.stdout.fnmatch_lines([f"*tree peak RSS * (PSS {fmt_mb(at_peak)} at that peak)*"])
 
 
 def test_parallel_workers_neither_lose_nor_duplicate_rows(pytester: pytest.Pytester) -> None:

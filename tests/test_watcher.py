@@ -278,6 +278,44 @@ def test_expensive_pss_reads_are_spaced_out(tmp_path: Path, budget: float) -> No
     assert json.dumps([s.rss_mb for s in got])  # plain numbers, as the stream carries them
 
 
+SPIKE = textwrap.dedent("""
+    import sys, time
+    print("ok", flush=True)
+    time.sleep(1.0)
+    b = bytearray(250 * 2**20); b[::4096] = b"x" * len(b[::4096])
+    time.sleep(0.6)
+    del b
+    sys.stdin.read()
+""")
+
+
+def test_pss_is_read_at_the_trees_high_not_only_on_its_cadence(tmp_path: Path) -> None:
+    """A 250 MiB high held for 0.6 s, between two cadence reads 2.5 s apart: PSS is read at it
+    (on a cadence alone, the largest PSS read was the process before its high)."""
+    h, run_id = new_history(tmp_path)
+    p = subprocess.Popen([sys.executable, "-c", SPIKE], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout is not None
+        p.stdout.readline()
+        got: list[Sample] = []
+        sp = SamplerProcess(p.pid, history=str(h.path), run_id=run_id, started_wall=time.time(),
+                            threshold_mb=None, interval=0.05, stream=True, pss_every=50)
+        sp.subscribe(got.append)
+        sp.start()
+        time.sleep(2.2)
+        peaks = sp.stop()
+    finally:
+        p.stdin.close()  # type: ignore[union-attr]
+        p.wait()
+    top = max(got, key=lambda s: s.rss_mb)
+    assert top.rss_mb > 250
+    near = [s for s in got if s.rss_mb >= 0.95 * top.rss_mb]
+    assert any(s.pss_mb is not None and s.pss_mb > 0.8 * s.rss_mb for s in near), \
+        [(round(s.rss_mb), s.pss_mb) for s in got]
+    assert peaks.pss_at_peak_mb is not None and peaks.pss_at_peak_mb > 0.8 * peaks.peak_rss_mb
+    assert 2 <= peaks.pss_reads <= 5  # the first sample, the high; not every sample
+
+
 def test_the_sampler_records_its_own_memory_not_the_process_it_was_started_from(tmp_path: Path) -> None:
     # Plans count the sampler process in the tree (a runner's limit does). Its own peak must
     # be its own: Linux carries ru_maxrss over exec from the parent, here holding 150 MiB.

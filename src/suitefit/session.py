@@ -343,7 +343,8 @@ class RunSide:
         steal = steal_share(self.ticks0, cpu_ticks())
         early = {"sampler_ended_early": self.sampler.ended_early} if self.sampler.ended_early else {}
         h.merge_run_meta(self.run_id, **early, sampler_cpu_s=peaks.cpu_s, sampler_rss_mb=peaks.rss_mb,
-                         samples=peaks.samples, outcomes=outcomes,
+                         samples=peaks.samples, outcomes=outcomes, pss_reads=peaks.pss_reads,
+                         pss_at_peak_mb=None if peaks.pss_at_peak_mb is None else round(peaks.pss_at_peak_mb, 1),
                          host_steal=None if steal is None else round(steal, 4),
                          tests_span=span if n_tests else None,
                          tests_s=self._tests_s(span[0], wall, wall_clock_s) if n_tests else None,
@@ -379,6 +380,7 @@ def write_summary(tr: Any, h: History, run_id: int, top: int = 5) -> None:
         file_summaries,
         fixture_summaries,
         outcome_words,
+        pss_words,
         release_lines,
         run_outcomes,
     )
@@ -388,7 +390,7 @@ def write_summary(tr: Any, h: History, run_id: int, top: int = 5) -> None:
     tr.write_line(
         f"session {fmt_s(run.wall_s)} (suitefit's start in pytest to the end of the last test), "
         f"tree peak RSS {fmt_mb(run.peak_rss_mb)}"
-        + (f" (PSS {fmt_mb(run.peak_pss_mb)})" if run.peak_pss_mb else "")
+        + (f" (PSS {pss})" if (pss := pss_words(run.peak_pss_mb, run.meta_dict)) else "")
         + f", {run.peak_procs or 0} processes at most"
         + (f", {run.secs_above:.1f} s above {fmt_mb(run.threshold_mb)}" if run.threshold_mb else "")
     )

@@ -10,6 +10,7 @@ from typing import Any
 from suitefit.history import History
 from suitefit.median import median
 from suitefit.rules import DEFAULT_RULES
+from suitefit.units import fmt_mb
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,22 @@ class FixtureSummary:
         # the planner's own test, so the summary names the fixtures the plan groups by
         r = DEFAULT_RULES
         return self.setup_s >= r.setup_s or self.procs >= r.procs or self.mb >= r.mb
+
+
+def pss_words(peak_pss_mb: float | None, meta: Mapping[str, Any]) -> str | None:
+    """What a run's PSS says beside its peak RSS, as the sampler read it: PSS walks page
+    tables, so it is read on some samples only (``measure/pssgate.py``), and the largest of
+    them is no peak unless one was read at the RSS peak. None: never read. Runs recorded
+    before the sampler said where it read PSS: the largest read, as they showed it."""
+    if peak_pss_mb is None:
+        return None
+    at_peak = meta.get("pss_at_peak_mb")
+    if at_peak is not None:
+        return f"{fmt_mb(float(at_peak))} at that peak"
+    reads = meta.get("pss_reads")
+    if reads is None:
+        return fmt_mb(peak_pss_mb)
+    return f"at most {fmt_mb(peak_pss_mb)} in {int(reads)} read(s), none at the RSS peak"
 
 
 # pytest's own order of its summary line (``_pytest.terminal.KNOWN_TYPES``); other keys follow.
@@ -163,7 +180,9 @@ def run_summary(h: History, run_id: int) -> dict[str, Any]:
         "wall_s": run.wall_s,
         "cpu_s": run.cpu_s,
         "peak_rss_mb": run.peak_rss_mb,
-        "peak_pss_mb": run.peak_pss_mb,
+        "peak_pss_mb": run.peak_pss_mb,  # the largest PSS read: a peak only where it was read at one
+        "pss_at_peak_mb": run.meta_dict.get("pss_at_peak_mb"),  # read at the RSS peak; None: none was
+        "pss_reads": run.meta_dict.get("pss_reads"),
         "peak_procs": run.peak_procs,
         "threshold_mb": run.threshold_mb,
         "secs_above_threshold": run.secs_above,

@@ -117,13 +117,16 @@ class RunPeaks:
     samples: int = 0
     cpu_s: float | None = None  # the sampler process's own CPU time
     rss_mb: float | None = None  # the sampler process's own peak RSS (it leaves itself out of the tree)
+    pss_reads: int = 0
+    pss_at_peak_mb: float | None = None  # PSS read at (within 5% of) the run's highest RSS, if one was
 
 
 # The share of the sampler's time that PSS reads may take. smaps_rollup walks a process's
 # page tables: ~10 ms for a 550 MiB tree, which at one read a second (1%) was two thirds of
 # the sampler's CPU in a 50,000-test run (benchmarks/README.md, "fifth round"). PSS is the
 # secondary figure (RSS is what a runner's limit counts): on a big tree it is read every few
-# seconds, on a small one still every pss_every samples.
+# seconds, on a small one still every pss_every samples; and at the tree's highs, with a read
+# of the same budget kept in reserve for them (``pssgate.PssGate``).
 PSS_BUDGET = 0.002
 
 
@@ -231,7 +234,7 @@ class SamplerProcess:
         self._summarized = True
         self.peaks = RunPeaks(d.get("peak_rss") or 0.0, d.get("peak_pss"), int(d.get("peak_procs") or 0),
                               float(d.get("secs_above") or 0.0), int(d.get("samples") or 0), d.get("cpu_s"),
-                              d.get("rss_mb"))
+                              d.get("rss_mb"), int(d.get("pss_reads") or 0), d.get("pss_at_peak"))
 
     @property
     def last(self) -> Sample | None:

@@ -29,6 +29,7 @@ import sys
 from suitefit import timing
 from suitefit.measure import page, proctree, wire
 from suitefit.measure.channel import Receiver
+from suitefit.measure.pssgate import PssGate
 from suitefit.measure.treereader import TreeReader
 
 # Started for every measured run: what it imports is its start-up cost, CPU time every
@@ -105,8 +106,8 @@ class Watcher:
         self.parent = int(cfg.get("parent") or self.root)
         self.run_id = int(cfg["run_id"])
         self.interval = float(cfg.get("interval", 0.1))
-        self.pss_every = max(0, int(cfg.get("pss_every", 10)))
-        self.pss_budget = float(cfg["pss_budget"])  # what SamplerProcess was given
+        # PSS every pss_every samples and at the tree's highs, within pss_budget of the time
+        self.pss = PssGate(max(0, int(cfg.get("pss_every", 10))), float(cfg["pss_budget"]), timing.monotonic())
         self.started_wall = float(cfg["started_wall"])
         self.threshold_mb = cfg.get("threshold_mb")
         self.stream = bool(cfg.get("stream"))
@@ -126,8 +127,6 @@ class Watcher:
         self.peak_procs = 0
         self.secs_above = 0.0
         self._prev_t: float | None = None
-        self._since_pss = self.pss_every
-        self._next_pss = 0.0
         self._last_flush = timing.monotonic()
         self._history: HistoryDB | None = None
         self._opened = False  # the history opened ahead of the first flush (run)
@@ -272,18 +271,13 @@ class Watcher:
         t0 = timing.monotonic()
         wall = timing.wall()
         parents, rss = self.tree.read(self.root, skip=(self.me,))
-        with_pss = 0 < self.pss_every <= self._since_pss and t0 >= self._next_pss
+        total = sum(rss.values())
         pss: float | None = None
-        if with_pss:
+        if self.pss.due(t0, total):
+            t1 = timing.monotonic()
             vals = [v for v in (proctree.pss_mb(p) for p in parents) if v is not None]
             pss = sum(vals) if vals else None
-            took = timing.monotonic() - t0
-            self._since_pss = 1
-            if self.pss_budget > 0:  # e.g. a 10 ms read at a 0.2% budget: none for the next 5 s
-                self._next_pss = t0 + took / self.pss_budget
-        else:
-            self._since_pss += 1
-        total = sum(rss.values())
+            self.pss.read(timing.monotonic() - t1, total, pss)
         procs = sum(1 for v in rss.values() if v > 0)
         per_worker, below = self._per_worker(t0, parents, rss)
         self._record(t0, wall, total, rss.get(self.root, 0.0), pss, procs, per_worker, below)
@@ -352,6 +346,7 @@ class Watcher:
 
         ru = resource.getrusage(resource.RUSAGE_SELF)  # what measuring cost, outside the tests
         return {"summary": True, "peak_rss": self.peak_rss, "peak_pss": self.peak_pss,
+                "pss_reads": self.pss.reads, "pss_at_peak": self.pss.pss_at_peak(self.peak_rss),
                 "peak_procs": self.peak_procs, "secs_above": self.secs_above, "samples": self.count,
                 "proc": self.proc, "cpu_s": round(ru.ru_utime + ru.ru_stime, 3),
                 # its own peak (a runner's limit counts it): VmHWM, per address space, not

@@ -28,7 +28,7 @@ from suitefit.report.queries import (
     text_of,
 )
 from suitefit.steal import notable
-from suitefit.summary import SHOWN_FAILURES
+from suitefit.summary import SHOWN_FAILURES, pss_words
 from suitefit.units import fmt_mb, fmt_s
 
 TOP_TESTS = 50
@@ -156,7 +156,7 @@ def _summary(v: RunView) -> str:
         ("outcomes", outcome_text(v) or "-"),
         ("workers", str(r.workers or len(v.workers))),
         ("peak tree RSS", fmt_mb(v.peak_rss_mb)),
-        ("peak tree PSS", fmt_mb(v.peak_pss_mb) if v.peak_pss_mb is not None else "not measured"),
+        ("tree PSS", pss_words(v.peak_pss_mb, r.meta_dict) or "not measured"),
         ("peak processes", "-" if v.peak_procs is None else str(v.peak_procs)),
     ]
     if r.budget_mb is not None:
@@ -601,6 +601,13 @@ def render_compare(a: RunView, b: RunView) -> str:
         return [_txt(name), _txt(fmt(fa) if fa is not None else "-"), _txt(fmt(fb) if fb is not None else "-"),
                 _txt(_ratio(fa, fb) if isinstance(fa, (int, float)) and isinstance(fb, (int, float)) else "")]
 
+    def pss_row(a: RunView, b: RunView) -> list[Cell]:
+        """PSS as each run read it; a ratio only of two reads at their RSS peaks."""
+        fa, fb = (v.run.meta_dict.get("pss_at_peak_mb") for v in (a, b))
+        words = [pss_words(v.peak_pss_mb, v.run.meta_dict) or "-" for v in (a, b)]
+        ratio = _ratio(fa, fb) if isinstance(fa, (int, float)) and isinstance(fb, (int, float)) else ""
+        return [_txt("tree PSS"), _txt(words[0]), _txt(words[1]), _txt(ratio)]
+
     rows = [
         [_txt("kind"), _txt(a.run.kind), _txt(b.run.kind), _txt("")],
         [_txt("status"), _txt(a.run.status), _txt(b.run.status), _txt("")],
@@ -610,7 +617,7 @@ def render_compare(a: RunView, b: RunView) -> str:
         row("tests", len(a.tests), len(b.tests), lambda n: f"{n:,}"),
         row("workers", a.run.workers or len(a.workers), b.run.workers or len(b.workers), str),
         row("peak tree RSS", a.peak_rss_mb, b.peak_rss_mb, fmt_mb),
-        row("peak tree PSS", a.peak_pss_mb, b.peak_pss_mb, fmt_mb),
+        pss_row(a, b),
         row("peak processes", a.peak_procs, b.peak_procs, str),
         row("budget", a.budget_mb, b.budget_mb, fmt_mb),
     ]

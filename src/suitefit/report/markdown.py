@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from suitefit.model import DEFAULT_RULES, predicted
 from suitefit.report.queries import FixtureTotal, RunView, file_deltas
-from suitefit.summary import SHOWN_FAILURES, outcome_words, run_outcomes
+from suitefit.summary import SHOWN_FAILURES, outcome_words, pss_words, run_outcomes
 from suitefit.units import fmt_mb, fmt_s
 
 TOP = 5
@@ -46,8 +46,9 @@ def render_markdown(v: RunView) -> str:
     lines = [f"### suitefit: run {r.id} ({r.kind}) {r.status}, session {wall}", ""]
     tests = outcome_text(v)
     mem = fmt_mb(v.peak_rss_mb) + " RSS"
-    if v.peak_pss_mb is not None:
-        mem += f", {fmt_mb(v.peak_pss_mb)} PSS"
+    pss = pss_words(v.peak_pss_mb, v.run.meta_dict)
+    if pss is not None:
+        mem += f", PSS {pss}"
     if v.peak_procs is not None:
         mem += f", {v.peak_procs} processes"
     budget = v.budget_mb
