@@ -227,6 +227,25 @@ def test_a_run_that_named_its_paths_does_not_set_the_suites_start_up(tmp_path: P
         assert build_cost_model(h).worker.startup_s == pytest.approx(2.6)
 
 
+def test_runs_of_a_few_files_do_not_push_the_rest_of_the_suite_out_of_the_plan(tmp_path: Path) -> None:
+    # A developer runs one file again and again (`pytest --suitefit t/test_a.py`): the window
+    # of recent runs fills with it. The suite's other files stay planned, from the newest runs
+    # of the whole suite before them (on pytest's own suite, 22 such runs left a plan of 10 of
+    # its 75 files).
+    files = {p: SynthFile(p, 1.0 + i) for i, p in enumerate(("t/test_a.py", "t/test_b.py", "t/test_c.py"))}
+    part = {"t/test_a.py": SynthFile("t/test_a.py", 2.5)}
+    write_history(tmp_path / "h.sqlite", [SynthRun(_one_worker(files), files),
+                                          *(SynthRun(_one_worker(part), part) for _ in range(25))])
+    with History(tmp_path / "h.sqlite") as h:
+        for r in h.runs()[:25]:  # the newest 25
+            h.merge_run_meta(r.id, paths_given=True)
+        m = build_cost_model(h)
+        assert {f.path: f.wall_s for f in m.files} == {
+            "t/test_a.py": pytest.approx(2.5), "t/test_b.py": pytest.approx(2.0), "t/test_c.py": pytest.approx(3.0)}
+        assert m.runs_used == 6  # test_a's last 5 runs and the whole suite's one
+        assert m.worker.startup_s == pytest.approx(1.5)
+
+
 def test_a_run_is_marked_as_naming_its_paths_only_when_they_are_not_the_suites(tmp_path: Path) -> None:
     import subprocess
     import sys

@@ -66,7 +66,7 @@ def build_cost_model(history: History | None, *, files: Sequence[str] = (),
             f"AND id IN (SELECT DISTINCT run_id FROM files) ORDER BY id DESC LIMIT ?",
             [*IGNORED_KINDS, int(window)],
         )
-        run_ids = [int(r[0]) for r in rows]
+        run_ids = _with_whole_runs(history, [int(r[0]) for r in rows], int(last))
     fcosts: dict[str, FileCost] = {}
     slowdown: dict[int, float] = {}
     run_slowdown: dict[int, float] = {}
@@ -83,7 +83,7 @@ def build_cost_model(history: History | None, *, files: Sequence[str] = (),
     used_runs: set[int] = set()
     fault: tuple[float, str] | None = None
     part: set[int] = set()  # runs of part of the suite (``_part_runs``)
-    most = _most_collected(history) if history is not None else 0
+    most = _most_collected(history, run_ids) if history is not None else 0
     if history is not None and run_ids:
         fixtures, fx_rows, fx_files = _fixtures(history, run_ids)
         partial = history.partial_files(run_ids)
@@ -1002,13 +1002,65 @@ def _part_runs(history: History, run_ids: Sequence[int], partial: Collection[tup
 WHOLE_SHARE = 0.9
 
 
-def _most_collected(history: History) -> int:
-    """The most tests any of the recent finished runs collected: the suite's size, as near as
-    the history knows it."""
+def _most_collected(history: History, run_ids: Sequence[int] = ()) -> int:
+    """The most tests any of the recent finished runs (and ``run_ids``) collected: the suite's
+    size, as near as the history knows it."""
     row = history.execute(
         f"SELECT MAX(collected) FROM (SELECT collected FROM runs WHERE status != 'running' "
         f"ORDER BY id DESC LIMIT {int(WINDOW_RUNS)})")
-    return int(row[0][0] or 0) if row else 0
+    most = int(row[0][0] or 0) if row else 0
+    if run_ids:
+        row = history.execute(f"SELECT MAX(collected) FROM runs WHERE id IN ({_q(run_ids)})")
+        most = max(most, int(row[0][0] or 0) if row else 0)
+    return most
+
+
+# how far back a history is searched for runs of the whole suite (a run row and its meta each)
+WHOLE_SEARCH = 500
+
+
+def _whole(meta: Mapping[str, Any], kind: str, partial: bool) -> bool:
+    """A run of the whole suite, by what it recorded: not a calibration's slice, no paths
+    named, no test selected out of a file, no planned file left out."""
+    return not (kind == CALIBRATION or partial or meta.get("paths_given") or meta.get("part_of_plan"))
+
+
+def _with_whole_runs(history: History, run_ids: list[int], last: int) -> list[int]:
+    """``run_ids`` (the newest runs), and the newest older runs of the whole suite while fewer
+    than ``last`` of them are among those: the files only they measured stay in the plan.
+
+    A developer who runs one file twenty times (``pytest --suitefit tests/test_x.py``) fills
+    the window with it; the suite's other files were then no longer planned. On pytest's own
+    suite (75 files), 22 runs of part of it after one profile left a plan of 10 of them that
+    predicted 20.9 s for a run of the whole suite (131 s)."""
+    if not run_ids:
+        return run_ids
+    partial = {r for r, _ in history.partial_files(run_ids)}
+    marks = ",".join("?" * len(IGNORED_KINDS))
+    have = sum(1 for rid, meta, kind in history.execute(
+        f"SELECT id, meta, kind FROM runs WHERE id IN ({_q(run_ids)})")
+        if _whole(meta_of(meta), str(kind), int(rid) in partial))
+    if have >= last:
+        return run_ids
+    older = history.execute(
+        f"SELECT id, meta, kind FROM runs WHERE status != 'running' AND kind NOT IN ({marks}) AND id < ? "
+        f"AND id IN (SELECT DISTINCT run_id FROM files) ORDER BY id DESC LIMIT {WHOLE_SEARCH}",
+        [*IGNORED_KINDS, min(run_ids)])
+    partial_old = {r for r, _ in history.partial_files([int(r[0]) for r in older])}
+    more: list[int] = []
+    need = last - have
+    calibrations = 0  # the calibrations between: what workers cost side by side, till a run measures it
+    for rid, meta, kind in older:
+        if need <= 0:
+            break
+        if kind == CALIBRATION:
+            more.append(int(rid))
+            calibrations += 1
+        elif _whole(meta_of(meta), str(kind), int(rid) in partial_old):
+            more.append(int(rid))
+            calibrations = 0
+            need -= 1
+    return run_ids + more[:len(more) - calibrations]  # none older than the last run added
 
 
 def _named_part(meta: Mapping[str, Any], collected: int | None, most: int) -> bool:
