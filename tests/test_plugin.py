@@ -120,6 +120,25 @@ def test_pss_is_read_at_the_runs_peak_and_the_summary_says_so(pytester: pytest.P
     res.stdout.fnmatch_lines([f"*tree peak RSS * (PSS {fmt_mb(at_peak)} at that peak)*"])
 
 
+def test_pytest_sessions_inside_a_handed_over_process_watch_its_end_once(pytester: pytest.Pytester) -> None:
+    """A suite that runs pytest sessions in its own process (pytester's inline runs: pytest's own
+    suite runs thousands) calls every plugin's pytest_addoption again for each. The exit handler
+    that closes a run pytest never started is registered once, not once a session."""
+    pytester.makepyfile(test_inline=textwrap.dedent("""
+        import atexit
+        pytest_plugins = ["pytester"]
+        def test_sessions(pytester):
+            pytester.makepyfile("def test_x(): pass")
+            before = atexit._ncallbacks()
+            for _ in range(5):
+                pytester.runpytest("-p", "no:cacheprovider").assert_outcomes(passed=1)
+            assert atexit._ncallbacks() == before
+    """))
+    res = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--suitefit-run-id=1",
+                                        f"--suitefit-history={pytester.path / 'h.sqlite'}")
+    res.assert_outcomes(passed=1)
+
+
 def test_parallel_workers_neither_lose_nor_duplicate_rows(pytester: pytest.Pytester) -> None:
     for i in range(8):
         pytester.makepyfile(**{f"test_m{i}": "import pytest\n@pytest.mark.parametrize('i', range(40))\ndef test_x(i):\n    pass\n"})

@@ -55,6 +55,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 _configured = False
+_watching = False  # the exit handler is registered (once a process, not once a pytest session)
 
 
 def _watch_for_an_early_end() -> None:
@@ -62,8 +63,12 @@ def _watch_for_an_early_end() -> None:
     configuring plugins (a usage error, a conftest that fails to import, --version),
     nothing here would ever close that run: close it at exit and say so in one line.
     Only for that process (the CLI always writes ``--suitefit-run-id=N``); costs nothing
-    otherwise.
+    otherwise. Once: a suite that runs pytest sessions in its own process (pytester's inline
+    runs: pytest's own suite runs thousands) calls this again for each.
     """
+    global _watching
+    if _watching:
+        return
     import sys
 
     vals = {a.split("=", 1)[0]: a.split("=", 1)[1] for a in sys.argv[1:] if a.startswith("--suitefit-") and "=" in a}
@@ -71,6 +76,7 @@ def _watch_for_an_early_end() -> None:
         return
     import atexit
 
+    _watching = True
     atexit.register(_close_unstarted_run, vals["--suitefit-history"], vals["--suitefit-run-id"])
 
 
