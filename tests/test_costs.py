@@ -244,6 +244,18 @@ def test_runs_of_a_few_files_do_not_push_the_rest_of_the_suite_out_of_the_plan(t
             "t/test_a.py": pytest.approx(2.5), "t/test_b.py": pytest.approx(2.0), "t/test_c.py": pytest.approx(3.0)}
         assert m.runs_used == 6  # test_a's last 5 runs and the whole suite's one
         assert m.worker.startup_s == pytest.approx(1.5)
+    # `pytest --suitefit tests` names the whole of a suite without testpaths: such runs are the
+    # suite's, and the profile far behind them is not read
+    fast = {p: SynthFile(p, 0.5) for p in files}
+    write_history(tmp_path / "w.sqlite", [SynthRun(_one_worker(files), files),
+                                          *(SynthRun(_one_worker(fast), fast) for _ in range(25))])
+    with History(tmp_path / "w.sqlite") as h:
+        for r in h.runs()[:25]:
+            h.merge_run_meta(r.id, paths_given=True)
+        h.merge_run_meta(h.runs()[-1].id, controller_mb=999.0)  # read only if the profile is
+        m = build_cost_model(h)
+        assert m.runs_used == 5 and all(f.wall_s == pytest.approx(0.5) for f in m.files)
+        assert m.controller_mb is None
 
 
 def test_a_run_is_marked_as_naming_its_paths_only_when_they_are_not_the_suites(tmp_path: Path) -> None:

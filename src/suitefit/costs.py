@@ -59,6 +59,7 @@ def build_cost_model(history: History | None, *, files: Sequence[str] = (),
     dropped += contradicted
     notes: list[str] = []
     run_ids: list[int] = []
+    most = _most_collected(history) if history is not None else 0
     if history is not None:
         marks = ",".join("?" * len(IGNORED_KINDS))
         rows = history.execute(
@@ -66,7 +67,7 @@ def build_cost_model(history: History | None, *, files: Sequence[str] = (),
             f"AND id IN (SELECT DISTINCT run_id FROM files) ORDER BY id DESC LIMIT ?",
             [*IGNORED_KINDS, int(window)],
         )
-        run_ids = _with_whole_runs(history, [int(r[0]) for r in rows], int(last))
+        run_ids = _with_whole_runs(history, [int(r[0]) for r in rows], int(last), most)
     fcosts: dict[str, FileCost] = {}
     slowdown: dict[int, float] = {}
     run_slowdown: dict[int, float] = {}
@@ -83,7 +84,6 @@ def build_cost_model(history: History | None, *, files: Sequence[str] = (),
     used_runs: set[int] = set()
     fault: tuple[float, str] | None = None
     part: set[int] = set()  # runs of part of the suite (``_part_runs``)
-    most = _most_collected(history, run_ids) if history is not None else 0
     if history is not None and run_ids:
         fixtures, fx_rows, fx_files = _fixtures(history, run_ids)
         partial = history.partial_files(run_ids)
@@ -1002,16 +1002,24 @@ def _part_runs(history: History, run_ids: Sequence[int], partial: Collection[tup
 WHOLE_SHARE = 0.9
 
 
-def _most_collected(history: History, run_ids: Sequence[int] = ()) -> int:
-    """The most tests any of the recent finished runs (and ``run_ids``) collected: the suite's
-    size, as near as the history knows it."""
+def _most_collected(history: History) -> int:
+    """The suite's size, as near as the history knows it: the most tests any of the recent
+    finished runs collected, or the newest run of the suite as configured did (no paths named,
+    no test selected, no planned file left out), however far back: twenty runs of one file must
+    not make that file the suite."""
     row = history.execute(
         f"SELECT MAX(collected) FROM (SELECT collected FROM runs WHERE status != 'running' "
         f"ORDER BY id DESC LIMIT {int(WINDOW_RUNS)})")
     most = int(row[0][0] or 0) if row else 0
-    if run_ids:
-        row = history.execute(f"SELECT MAX(collected) FROM runs WHERE id IN ({_q(run_ids)})")
-        most = max(most, int(row[0][0] or 0) if row else 0)
+    marks = ",".join("?" * (len(IGNORED_KINDS) + 1))
+    rows = history.execute(
+        f"SELECT id, meta, collected FROM runs WHERE status != 'running' AND kind NOT IN ({marks}) "
+        f"AND collected IS NOT NULL ORDER BY id DESC LIMIT {WHOLE_SEARCH}", [*IGNORED_KINDS, CALIBRATION])
+    partial = {r for r, _ in history.partial_files([int(r[0]) for r in rows])}
+    for rid, meta_text, collected in rows:
+        meta = meta_of(meta_text)
+        if not (meta.get("paths_given") or meta.get("part_of_plan") or int(rid) in partial):
+            return max(most, int(collected or 0))
     return most
 
 
@@ -1019,15 +1027,17 @@ def _most_collected(history: History, run_ids: Sequence[int] = ()) -> int:
 WHOLE_SEARCH = 500
 
 
-def _whole(meta: Mapping[str, Any], kind: str, partial: bool) -> bool:
-    """A run of the whole suite, by what it recorded: not a calibration's slice, no paths
-    named, no test selected out of a file, no planned file left out."""
-    return not (kind == CALIBRATION or partial or meta.get("paths_given") or meta.get("part_of_plan"))
+def _whole(meta: Mapping[str, Any], kind: str, partial: bool, collected: int | None, most: int) -> bool:
+    """A run of the whole suite, by what it recorded: not a calibration's slice, no test
+    selected out of a file, no planned file left out, and no paths named unless they collected
+    the whole (``_named_part``)."""
+    return not (kind == CALIBRATION or partial or meta.get("part_of_plan") or _named_part(meta, collected, most))
 
 
-def _with_whole_runs(history: History, run_ids: list[int], last: int) -> list[int]:
+def _with_whole_runs(history: History, run_ids: list[int], last: int, most: int) -> list[int]:
     """``run_ids`` (the newest runs), and the newest older runs of the whole suite while fewer
     than ``last`` of them are among those: the files only they measured stay in the plan.
+    ``most``: the suite's size (``_most_collected``). Searched ``WHOLE_SEARCH`` runs back.
 
     A developer who runs one file twenty times (``pytest --suitefit tests/test_x.py``) fills
     the window with it; the suite's other files were then no longer planned. On pytest's own
@@ -1037,26 +1047,26 @@ def _with_whole_runs(history: History, run_ids: list[int], last: int) -> list[in
         return run_ids
     partial = {r for r, _ in history.partial_files(run_ids)}
     marks = ",".join("?" * len(IGNORED_KINDS))
-    have = sum(1 for rid, meta, kind in history.execute(
-        f"SELECT id, meta, kind FROM runs WHERE id IN ({_q(run_ids)})")
-        if _whole(meta_of(meta), str(kind), int(rid) in partial))
+    have = sum(1 for rid, meta, kind, collected in history.execute(
+        f"SELECT id, meta, kind, collected FROM runs WHERE id IN ({_q(run_ids)})")
+        if _whole(meta_of(meta), str(kind), int(rid) in partial, collected, most))
     if have >= last:
         return run_ids
     older = history.execute(
-        f"SELECT id, meta, kind FROM runs WHERE status != 'running' AND kind NOT IN ({marks}) AND id < ? "
-        f"AND id IN (SELECT DISTINCT run_id FROM files) ORDER BY id DESC LIMIT {WHOLE_SEARCH}",
+        f"SELECT id, meta, kind, collected FROM runs WHERE status != 'running' AND kind NOT IN ({marks}) "
+        f"AND id < ? AND id IN (SELECT DISTINCT run_id FROM files) ORDER BY id DESC LIMIT {WHOLE_SEARCH}",
         [*IGNORED_KINDS, min(run_ids)])
     partial_old = {r for r, _ in history.partial_files([int(r[0]) for r in older])}
     more: list[int] = []
     need = last - have
     calibrations = 0  # the calibrations between: what workers cost side by side, till a run measures it
-    for rid, meta, kind in older:
+    for rid, meta, kind, collected in older:
         if need <= 0:
             break
         if kind == CALIBRATION:
             more.append(int(rid))
             calibrations += 1
-        elif _whole(meta_of(meta), str(kind), int(rid) in partial_old):
+        elif _whole(meta_of(meta), str(kind), int(rid) in partial_old, collected, most):
             more.append(int(rid))
             calibrations = 0
             need -= 1

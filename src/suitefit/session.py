@@ -332,6 +332,7 @@ class RunSide:
         # next plans' fixed memory
         controller_mb = controller_cpu_s = None
         from suitefit.measure.proctree import cpu_ticks, hwm_mb, steal_share
+        from suitefit.measure.pssgate import at_peak  # the run's peak may be a worker's exact one
 
         if self.distributed:
             controller_mb = hwm_mb()
@@ -344,7 +345,7 @@ class RunSide:
         early = {"sampler_ended_early": self.sampler.ended_early} if self.sampler.ended_early else {}
         h.merge_run_meta(self.run_id, **early, sampler_cpu_s=peaks.cpu_s, sampler_rss_mb=peaks.rss_mb,
                          samples=peaks.samples, outcomes=outcomes, pss_reads=peaks.pss_reads,
-                         pss_at_peak_mb=None if peaks.pss_at_peak_mb is None else round(peaks.pss_at_peak_mb, 1),
+                         pss_at_peak_mb=None if (pss := at_peak(peaks.pss_at_peak, peak)) is None else round(pss, 1),
                          host_steal=None if steal is None else round(steal, 4),
                          tests_span=span if n_tests else None,
                          tests_s=self._tests_s(span[0], wall, wall_clock_s) if n_tests else None,

@@ -58,7 +58,7 @@ def pss_words(peak_pss_mb: float | None, meta: Mapping[str, Any]) -> str | None:
     reads = meta.get("pss_reads")
     if reads is None:
         return fmt_mb(peak_pss_mb)
-    return f"at most {fmt_mb(peak_pss_mb)} in {int(reads)} read(s), none at the RSS peak"
+    return f"{fmt_mb(peak_pss_mb)}, the largest of {int(reads)} read(s), none at the RSS peak"
 
 
 # pytest's own order of its summary line (``_pytest.terminal.KNOWN_TYPES``); other keys follow.

@@ -12,8 +12,9 @@ second; read once a second, five serial runs whose RSS peak was 576 MiB each sho
 from __future__ import annotations
 
 HIGH_NEAR = 0.95  # a sample within 5% of the run's highest RSS is at its high
-NEW_HIGH = 0.05  # a high is worth a read once 5% (and NEW_HIGH_MB) above the RSS of the last read
-NEW_HIGH_MB = 16.0
+NEW_HIGH_MB = 16.0  # a high is worth a read once no read was near it and it is this far above the last
+RISE = 0.01  # a sample still climbs if above the high by 1% and RISE_MB (xdist's controller grows
+RISE_MB = 2.0  # ~7 KiB a test: a plateau that creeps up is a plateau)
 BURST_READS = 3  # the credit holds at most this many reads' worth
 BACKSTOP = 3  # a climb that never stops defers the cadence at most this many cadences
 
@@ -51,11 +52,10 @@ class PssGate:
         if self.budget > 0 and self.cost > 0:  # before the first read, nothing to spare it for
             self.credit = min(self.credit + (now - self._t) * self.budget, BURST_READS * self.cost)
         self._t = now
-        rising = total > self.high
-        if rising:
-            self.high = total
+        rising = total > self.high * (1 + RISE) + RISE_MB
+        self.high = max(self.high, total)
         unlimited = self.budget <= 0
-        if self.high > max(self.read_at * (1 + NEW_HIGH), self.read_at + NEW_HIGH_MB):  # a high not read yet
+        if self.read_at < HIGH_NEAR * self.high and self.high > self.read_at + NEW_HIGH_MB:  # a high not read yet
             if not rising and total >= HIGH_NEAR * self.high and (unlimited or self.credit > 0):
                 return True  # a ramp's top, or the tree back near a high: with what credit is left
             if rising and self.reads and self._since < BACKSTOP * self.every:
@@ -81,8 +81,14 @@ class PssGate:
             if pss is not None:
                 self.at_high = (level, pss)
 
-    def pss_at_peak(self, peak_rss: float) -> float | None:
-        """PSS read at (within 5% of) the run's highest RSS ``peak_rss``, if one was."""
+    def pss_at_peak(self, peak_rss: float) -> tuple[float, float] | None:
+        """(RSS, PSS) of the read at (within 5% of) the run's highest sampled RSS ``peak_rss``, if
+        one was. The run's peak may be higher still (a worker's exact VmHWM): ``at_peak``."""
         if self.at_high is None or self.at_high[0] < HIGH_NEAR * peak_rss:
             return None
-        return self.at_high[1]
+        return self.at_high
+
+
+def at_peak(read: tuple[float, float] | None, peak_rss: float) -> float | None:
+    """The PSS of ``read`` (RSS, PSS) if it was read at (within 5% of) ``peak_rss``."""
+    return read[1] if read is not None and read[0] >= HIGH_NEAR * peak_rss else None

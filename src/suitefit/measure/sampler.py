@@ -118,7 +118,8 @@ class RunPeaks:
     cpu_s: float | None = None  # the sampler process's own CPU time
     rss_mb: float | None = None  # the sampler process's own peak RSS (it leaves itself out of the tree)
     pss_reads: int = 0
-    pss_at_peak_mb: float | None = None  # PSS read at (within 5% of) the run's highest RSS, if one was
+    # (RSS, PSS) of the read at (within 5% of) the highest RSS the samples saw, if one was
+    pss_at_peak: tuple[float, float] | None = None
 
 
 # The share of the sampler's time that PSS reads may take. smaps_rollup walks a process's
@@ -128,6 +129,10 @@ class RunPeaks:
 # seconds, on a small one still every pss_every samples; and at the tree's highs, with a read
 # of the same budget kept in reserve for them (``pssgate.PssGate``).
 PSS_BUDGET = 0.002
+
+
+def _pair(v: Any) -> tuple[float, float] | None:
+    return (float(v[0]), float(v[1])) if isinstance(v, (list, tuple)) and len(v) == 2 else None
 
 
 class SamplerProcess:
@@ -234,7 +239,8 @@ class SamplerProcess:
         self._summarized = True
         self.peaks = RunPeaks(d.get("peak_rss") or 0.0, d.get("peak_pss"), int(d.get("peak_procs") or 0),
                               float(d.get("secs_above") or 0.0), int(d.get("samples") or 0), d.get("cpu_s"),
-                              d.get("rss_mb"), int(d.get("pss_reads") or 0), d.get("pss_at_peak"))
+                              d.get("rss_mb"), int(d.get("pss_reads") or 0),
+                              _pair(d.get("pss_at_peak")))
 
     @property
     def last(self) -> Sample | None:

@@ -346,7 +346,7 @@ class Watcher:
 
         ru = resource.getrusage(resource.RUSAGE_SELF)  # what measuring cost, outside the tests
         return {"summary": True, "peak_rss": self.peak_rss, "peak_pss": self.peak_pss,
-                "pss_reads": self.pss.reads, "pss_at_peak": self.pss.pss_at_peak(self.peak_rss),
+                "pss_reads": self.pss.reads, "pss_at_peak": self.pss.pss_at_peak(self.peak_rss),  # (RSS, PSS)
                 "peak_procs": self.peak_procs, "secs_above": self.secs_above, "samples": self.count,
                 "proc": self.proc, "cpu_s": round(ru.ru_utime + ru.ru_stime, 3),
                 # its own peak (a runner's limit counts it): VmHWM, per address space, not
