@@ -1027,17 +1027,11 @@ def _most_collected(history: History) -> int:
 WHOLE_SEARCH = 500
 
 
-def _whole(meta: Mapping[str, Any], kind: str, partial: bool, collected: int | None, most: int) -> bool:
-    """A run of the whole suite, by what it recorded: not a calibration's slice, no test
-    selected out of a file, no planned file left out, and no paths named unless they collected
-    the whole (``_named_part``)."""
-    return not (kind == CALIBRATION or partial or meta.get("part_of_plan") or _named_part(meta, collected, most))
-
-
 def _with_whole_runs(history: History, run_ids: list[int], last: int, most: int) -> list[int]:
     """``run_ids`` (the newest runs), and the newest older runs of the whole suite while fewer
     than ``last`` of them are among those: the files only they measured stay in the plan.
-    ``most``: the suite's size (``_most_collected``). Searched ``WHOLE_SEARCH`` runs back.
+    ``most``: the suite's size (``_most_collected``); a run is whole unless ``_part_runs``
+    says it is part, or it is a calibration. Searched ``WHOLE_SEARCH`` runs back.
 
     A developer who runs one file twenty times (``pytest --suitefit tests/test_x.py``) fills
     the window with it; the suite's other files were then no longer planned. On pytest's own
@@ -1045,29 +1039,32 @@ def _with_whole_runs(history: History, run_ids: list[int], last: int, most: int)
     predicted 20.9 s for a run of the whole suite (131 s)."""
     if not run_ids:
         return run_ids
-    partial = {r for r, _ in history.partial_files(run_ids)}
     marks = ",".join("?" * len(IGNORED_KINDS))
-    have = sum(1 for rid, meta, kind, collected in history.execute(
-        f"SELECT id, meta, kind, collected FROM runs WHERE id IN ({_q(run_ids)})")
-        if _whole(meta_of(meta), str(kind), int(rid) in partial, collected, most))
+
+    def wholes(ids: Sequence[int]) -> set[int]:  # a calibration's slice, or ``_part_runs``', is none
+        part = _part_runs(history, ids, history.partial_files(ids), most)
+        kinds = dict(history.execute(f"SELECT id, kind FROM runs WHERE id IN ({_q(ids)})"))
+        return {r for r in ids if r not in part and kinds.get(r) != CALIBRATION}
+
+    have = len(wholes(run_ids))
     if have >= last:
         return run_ids
-    older = history.execute(
-        f"SELECT id, meta, kind, collected FROM runs WHERE status != 'running' AND kind NOT IN ({marks}) "
+    older = [(int(r), str(k)) for r, k in history.execute(
+        f"SELECT id, kind FROM runs WHERE status != 'running' AND kind NOT IN ({marks}) "
         f"AND id < ? AND id IN (SELECT DISTINCT run_id FROM files) ORDER BY id DESC LIMIT {WHOLE_SEARCH}",
-        [*IGNORED_KINDS, min(run_ids)])
-    partial_old = {r for r, _ in history.partial_files([int(r[0]) for r in older])}
+        [*IGNORED_KINDS, min(run_ids)])]
+    whole_old = wholes([r for r, _ in older]) if older else set()
     more: list[int] = []
     need = last - have
     calibrations = 0  # the calibrations between: what workers cost side by side, till a run measures it
-    for rid, meta, kind, collected in older:
+    for rid, kind in older:
         if need <= 0:
             break
         if kind == CALIBRATION:
-            more.append(int(rid))
+            more.append(rid)
             calibrations += 1
-        elif _whole(meta_of(meta), str(kind), int(rid) in partial_old, collected, most):
-            more.append(int(rid))
+        elif rid in whole_old:
+            more.append(rid)
             calibrations = 0
             need -= 1
     return run_ids + more[:len(more) - calibrations]  # none older than the last run added
