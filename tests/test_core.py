@@ -56,9 +56,13 @@ def scenarios(draw: st.DrawFn, tails: bool = False) -> dict:
         tests = draw(st.integers(3 if tails else 0, 12))
         again = (draw(st.floats(0, 0.5) if tails else st.one_of(st.none(), st.floats(0, 1)))
                  if len(files) == 1 and not uses else None)
+        # forks (a multiprocessing pool) of its worker: larger on a worker that has kept more
+        forks = draw(st.sampled_from([0, 0, 0, 1, 2]))
+        fork_mb = draw(st.floats(0, own)) if forks else 0.0
+        fork_of = draw(st.floats(0, 300)) if forks else 0.0
         units.append(Unit(f"u{i}", files, wall, own + sum(f.mb for f in fx if f.name in uses),
                           fixtures=uses, last_s=draw(st.sampled_from([0.0, wall / 3, wall])), kept_mb=kept,
-                          piece_setup_s=again, tests=tests))
+                          piece_setup_s=again, tests=tests, fork_mb=fork_mb, forks=forks, fork_of_mb=fork_of))
     units.sort(key=lambda u: -u.wall_s)
     workers = draw(st.integers(2 if tails else 1, 4))
     baseline = draw(st.floats(0, 150))
@@ -75,8 +79,9 @@ def _worst_fits(sc: dict) -> bool:
     """Every unit fits beside every fixture resident on every worker and all the memory
     every unit keeps: no order can fail."""
     n = sc["workers"]
-    worst = sc["fixed"] + n * sc["baseline"] + n * sum(f.mb for f in sc["fx"]) + \
-        sum(max(0.0, u.kept_mb) for u in sc["units"]) + max(u.peak_mb for u in sc["units"])
+    kept = sum(max(0.0, u.kept_mb) for u in sc["units"])
+    worst = sc["fixed"] + n * sc["baseline"] + n * sum(f.mb for f in sc["fx"]) + kept + \
+        max(max(u.peak_mb, u.peak_at(sc["baseline"] + kept)) for u in sc["units"])
     return worst <= sc["budget"]
 
 
@@ -85,7 +90,8 @@ def drive(sc: dict) -> tuple[Core, list[tuple[str, Send]], float]:
 
     Returns the core, its sends, and the tree's peak as this driver tracks it on its own
     (not the core's account): per live worker its baseline, the fixtures resident on it,
-    what its finished units kept, and the running unit's own memory."""
+    what its finished units kept, and the running unit's own memory (its forks as large as
+    its worker has grown)."""
     rng = random.Random(sc["seed"])
     core = Core(sc["units"], sc["fx"], budget_mb=sc["budget"], baseline_mb=sc["baseline"],
                 fixed_mb=sc["fixed"], releasable=sc["releasable"], spread_mb=sc.get("spread"))
@@ -108,7 +114,7 @@ def drive(sc: dict) -> tuple[Core, list[tuple[str, Send]], float]:
             run = queue[w][0] if queue[w] and stage[w] != "idle" else None
             if run is not None:
                 res.update(run.fixtures)
-                own = max(0.0, run.peak_mb - sum(fx_mb[f] for f in run.fixtures))
+                own = max(0.0, run.peak_at(sc["baseline"] + max(0.0, kept[w])) - sum(fx_mb[f] for f in run.fixtures))
             total += sc["baseline"] + sum(fx_mb[f] for f in res) + max(0.0, kept[w]) + own
         return total
 

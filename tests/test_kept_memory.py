@@ -29,7 +29,10 @@ KEEPS_MB = 40
 
 # Each file's test keeps 40 MiB, touched, in a list that lives as long as the process.
 CONFTEST = "KEPT = []\n"
-TEST = f"""
+
+
+def keeper(sleep_s: float = 0.3) -> str:
+    return f"""
 import time
 from conftest import KEPT
 
@@ -37,8 +40,11 @@ def test_keeps():
     b = bytearray({KEEPS_MB} * 2**20)
     b[::4096] = b"x" * len(b[::4096])
     KEPT.append(b)
-    time.sleep(0.3)  # the tree's peak is a sum over processes: sampled (every 0.1 s), not exact
+    time.sleep({sleep_s})  # the tree's peak is a sum over processes: sampled (every 0.1 s), not exact
 """
+
+
+TEST = keeper()
 
 
 def _project(root: Path) -> None:
@@ -49,10 +55,10 @@ def _project(root: Path) -> None:
         (root / "tests" / f"test_k{i}.py").write_text(TEST)
 
 
-def _run_planned(suitefit: Callable[..., subprocess.CompletedProcess[str]],
-                 plan: Plan) -> tuple[int, int, subprocess.CompletedProcess[str]]:
-    """`suitefit run --workers 2`: its closing line's measured and predicted peak (MiB)."""
-    res = suitefit("run", "--workers", "2", "--", "-q")
+def run_planned(suitefit: Callable[..., subprocess.CompletedProcess[str]],
+                plan: Plan, workers: int = 2) -> tuple[int, int, subprocess.CompletedProcess[str]]:
+    """`suitefit run --workers N`: its closing line's measured and predicted peak (MiB)."""
+    res = suitefit("run", "--workers", str(workers), "--", "-q")
     assert res.returncode == 0, res.stderr
     m = re.search(r"peak (\d+) MiB \(predicted (\d+) MiB", res.stderr)
     assert m, res.stderr
@@ -83,7 +89,7 @@ def test_kept_memory_is_measured_per_file_and_predicted_per_worker(tmp_path: Pat
     # two workers each keep about half of what the serial run kept
     assert plan.predicted_peak_mb - blind.predicted_peak_mb >= (N_FILES - 2) * KEEPS_MB * 0.8, \
         (plan.predicted_peak_mb, blind.predicted_peak_mb)
-    measured, predicted, res = _run_planned(suitefit, plan)
+    measured, predicted, res = run_planned(suitefit, plan)
     assert abs(predicted - measured) <= 0.15 * measured, res.stderr
     print(f"kept-memory peak: measured {measured} MiB, predicted {predicted}, without kept {blind.predicted_peak_mb:.0f}")
     assert blind.predicted_peak_mb < 0.7 * measured  # without it, the prediction was far off
@@ -210,7 +216,7 @@ def test_a_pool_tests_leave_running_is_counted_on_every_worker_that_uses_it(
     assert plan.predicted_peak_mb - blind.predicted_peak_mb >= 0.8 * fx.mb, (plan.predicted_peak_mb,
                                                                             blind.predicted_peak_mb, fx)
     assert not any(kept.NAME in u.name for u in plan.units), plan.units
-    measured, predicted, res = _run_planned(suitefit, plan)
+    measured, predicted, res = run_planned(suitefit, plan)
     with History(tmp_path / ".suitefit" / "history.sqlite") as h:
         run_id = h.runs()[0].id
         on = {r.worker: r.procs for r in h.fixtures(run_id) if r.name == kept.NAME}

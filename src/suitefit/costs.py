@@ -296,18 +296,19 @@ def _files(history: History, run_ids: Sequence[int], last: int,
                       tuple[dict[int, float], dict[int, float], frozenset[int], dict[int, tuple[float, int]]],
                       tuple[float, str] | None]:
     rows = history.execute(
-        f"SELECT run_id, worker, path, started, wall_s, cpu_s, tests, peak_mb, baseline_mb FROM files "
-        f"WHERE run_id IN ({_q(run_ids)}) ORDER BY run_id, worker, started")
+        f"SELECT run_id, worker, path, started, wall_s, cpu_s, tests, peak_mb, fork_mb, forks, fork_of_mb, baseline_mb "
+        f"FROM files WHERE run_id IN ({_q(run_ids)}) ORDER BY run_id, worker, started")
     doubt = _doubtful(history, run_ids)
-    # per (run, path): [wall, cpu, tests, peak, doubtful, partial]
+    # per (run, path): [wall, cpu, tests, peak, doubtful, partial, and of that peak: its forks'
+    # MiB, how many, its worker's own MiB]
     per: dict[tuple[int, str], list[float]] = {}
     set_up = _set_up_here(rows, fx_on_worker, fx_users)
     kept = _kept(rows, set_up, _runs_with_releases(history, run_ids))
-    for (run_id, _w, path, _started, wall_s, cpu_s, tests, peak_mb, _baseline), (fx_s, fx_mb) in zip(
-            rows, set_up, strict=True):
+    for (run_id, _w, path, _started, wall_s, cpu_s, tests, peak_mb, fork_mb, forks, fork_of, _baseline), (fx_s, fx_mb) \
+            in zip(rows, set_up, strict=True):
         # the fixtures' setup and memory are the fixtures', not the first file's that used them
         wall, peak = max(0.0, float(wall_s) - fx_s), max(0.0, float(peak_mb) - fx_mb)
-        acc = per.setdefault((run_id, path), [0.0, 0.0, 0.0, 0.0, 0.0, 0.0])
+        acc = per.setdefault((run_id, path), [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0])
         if (int(run_id), str(path)) in partial:  # some of its tests only: not the file's time
             acc[5] = 1.0
         d = doubt.get((int(run_id), str(path)))
@@ -317,7 +318,9 @@ def _files(history: History, run_ids: Sequence[int], last: int,
         acc[0] += wall
         acc[1] += float(cpu_s)
         acc[2] += int(tests)
-        acc[3] = max(acc[3], peak)
+        if peak >= acc[3]:
+            acc[3] = peak
+            acc[6:9] = (min(float(fork_mb or 0.0), peak), int(forks or 0), float(fork_of or 0.0))
     fault = fault_cost(per, _system_cpu(history, run_ids))
     n_of: dict[int, int] = {}
     calibrations: set[int] = set()
@@ -380,10 +383,14 @@ def _files(history: History, run_ids: Sequence[int], last: int,
         used.update(r[0] for r in rs)
         used.update(r[0] for r in timed[path])
         wall = median(r[1][0] for r in timed[path])
+        top = max(rs, key=lambda r: r[1][3])[1]  # its peak, and its forks in that peak
         out[path] = FileCost(
             path=path,
             wall_s=wall,
-            peak_mb=max(r[1][3] for r in rs),
+            peak_mb=top[3],
+            fork_mb=top[6],
+            forks=int(top[7]),
+            fork_of_mb=top[8],
             tests=int(rs[0][1][2]),
             cpu_s=median(r[1][1] for r in timed[path]),
             fixtures=tuple(sorted(fx_of.get(path, ()))),

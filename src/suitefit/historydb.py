@@ -153,6 +153,11 @@ _ADDED_COLUMNS: tuple[tuple[str, str, str], ...] = (
     # the worker process's own RSS growth over its collection (imports, items): part of its
     # baseline that a run of part of the suite does not pay; NULL before 2026-12-06
     ("workers", "collect_mb", "REAL"),
+    # of peak_mb, the worker's forks' (descendants with its command line: a multiprocessing
+    # pool's), how many, and the worker's own RSS at that peak; NULL before 2026-12-07
+    ("files", "fork_mb", "REAL"),
+    ("files", "forks", "INTEGER"),
+    ("files", "fork_of_mb", "REAL"),
 )
 
 
@@ -161,7 +166,7 @@ _ADDED_COLUMNS: tuple[tuple[str, str, str], ...] = (
 TEST_COLUMNS = ("run_id", "nodeid", "file", "worker", "seq", "started", "setup_s", "call_s", "teardown_s",
                 "wall_s", "cpu_s", "outcome", "reason")
 FILE_COLUMNS = ("run_id", "path", "worker", "started", "finished", "wall_s", "cpu_s", "tests", "baseline_mb",
-                "peak_mb", "peak_abs_mb", "sys_s", "own_mb")
+                "peak_mb", "peak_abs_mb", "sys_s", "own_mb", "fork_mb", "forks", "fork_of_mb")
 SAMPLE_COLUMNS = ("run_id", "t", "rss_mb", "pss_mb", "procs")
 EVENT_COLUMNS = ("run_id", "t", "kind", "worker", "nodeid", "detail")  # and its own id
 

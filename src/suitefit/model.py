@@ -45,6 +45,12 @@ class FileCost:
     # the run its time shares come from: where a chunk's cut would fall inside one
     # (``plan/class_cuts.py``); () where it has none, or too many to keep
     classes: tuple[tuple[float, float], ...] = ()
+    # of peak_mb, its worker's forks' then (a multiprocessing pool's, ``measure/treereader.Forks``),
+    # how many, and that worker's own RSS: a fork maps its parent's heap, so on a worker grown
+    # larger each is larger (``Unit.peak_at``)
+    fork_mb: float = 0.0
+    forks: int = 0
+    fork_of_mb: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -259,6 +265,20 @@ class Unit:
     # again there (its module/class fixtures' setup, as measured)
     piece_setup_s: float | None = None
     tests: int = 0  # its tests, as the history counted them (0: not known)
+    # of peak_mb, its worker's forks' when measured, how many, and that worker's own RSS
+    # (``FileCost.forks``): on a larger worker each is larger (``peak_at``)
+    fork_mb: float = 0.0
+    forks: int = 0
+    fork_of_mb: float = 0.0
+
+    def peak_at(self, worker_mb: float) -> float:
+        """Its peak above the baseline on a worker whose own process holds ``worker_mb``: each
+        fork maps what the worker has grown since (pytest's ``test_local.py``, two forks,
+        read +182 MiB on a 94 MiB worker, +271 on a 146 MiB one); never less than the peak
+        without its forks."""
+        if self.forks <= 0:
+            return self.peak_mb
+        return max(self.peak_mb - self.fork_mb, self.peak_mb + self.forks * (worker_mb - self.fork_of_mb))
 
 
 @dataclass(frozen=True)
@@ -322,6 +342,9 @@ class Plan:
                 span=(float(u["span"][0]), float(u["span"][1])) if u.get("span") else None,
                 piece_setup_s=None if u.get("piece_setup_s") is None else float(u["piece_setup_s"]),
                 tests=int(u.get("tests", 0)),
+                fork_mb=float(u.get("fork_mb", 0.0)),
+                forks=int(u.get("forks", 0)),
+                fork_of_mb=float(u.get("fork_of_mb", 0.0)),
             )
             for u in d["units"]
         )

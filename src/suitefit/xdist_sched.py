@@ -229,8 +229,8 @@ class SuitefitScheduling:
                 u = a.unit
                 name = f"{u.name}:requeued"
                 self._explicit[name] = rest
-                self.core.requeue(Unit(name, u.files, u.wall_s, u.peak_mb, u.fixtures,
-                                       "requeued after its worker died", u.last_s))
+                self.core.requeue(replace(u, name=name, reason="requeued after its worker died", chunk=None,
+                                          kept_mb=0.0, span=None, piece_setup_s=None, tests=0))
         self._ask_waiting()
         return crashitem
 

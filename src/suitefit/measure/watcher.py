@@ -30,7 +30,7 @@ from suitefit import timing
 from suitefit.measure import page, proctree, wire
 from suitefit.measure.channel import Receiver
 from suitefit.measure.pssgate import PssGate
-from suitefit.measure.treereader import TreeReader
+from suitefit.measure.treereader import Forks, TreeReader
 
 # Started for every measured run: what it imports is its start-up cost, CPU time every
 # measured run pays. The standard library's light modules and sqlite3; no json, re,
@@ -44,10 +44,13 @@ if TYPE_CHECKING:
     from suitefit.measure.channel import Message
 
 
+_NO_FORKS = (0.0, 0)
+
+
 class _Seg:
     """The file a worker runs now, as the worker announced it."""
 
-    __slots__ = ("baseline_mb", "children_mb", "path", "peak_mb", "t0", "wall0")
+    __slots__ = ("baseline_mb", "children_mb", "fork_mb", "forks", "path", "peak_mb", "self_mb", "t0", "wall0")
 
     def __init__(self, path: str, t0: float, wall0: float, baseline_mb: float, children_mb: float,
                  peak_mb: float) -> None:
@@ -57,17 +60,22 @@ class _Seg:
         self.baseline_mb = baseline_mb
         self.children_mb = children_mb  # the worker's descendants when the file began (a session pool)
         self.peak_mb = peak_mb
+        # at the sampled peak: the forks of the worker in it (MiB, how many), the worker's own RSS
+        self.fork_mb = 0.0
+        self.forks = 0
+        self.self_mb = 0.0
 
 
 class _FileRow:
     """One ``files`` row in the making (a file run in several stretches stays one row)."""
 
-    __slots__ = ("baseline_mb", "cpu_s", "finished", "own_mb", "path", "peak_mb", "started", "sys_s", "tests",
-                 "wall_s", "worker")
+    __slots__ = ("baseline_mb", "cpu_s", "finished", "fork_mb", "fork_of_mb", "forks", "own_mb", "path", "peak_mb",
+                 "started", "sys_s", "tests", "wall_s", "worker")
 
     def __init__(self, path: str, worker: str, started: float, finished: float, wall_s: float, cpu_s: float,
                  tests: int, baseline_mb: float, peak_mb: float, sys_s: float | None = None,
-                 own_mb: float | None = None) -> None:
+                 own_mb: float | None = None, fork_mb: float = 0.0, forks: int = 0, fork_of_mb: float = 0.0
+                 ) -> None:
         self.path = path
         self.worker = worker
         self.started = started
@@ -79,6 +87,9 @@ class _FileRow:
         self.tests = tests
         self.baseline_mb = baseline_mb
         self.peak_mb = peak_mb  # absolute
+        self.fork_mb = fork_mb  # of the peak, the worker's forks' (``Forks``)
+        self.forks = forks  # how many: each grows as the worker has grown
+        self.fork_of_mb = fork_of_mb  # the worker's own RSS then
 
 
 class _Worker:
@@ -90,9 +101,9 @@ class _Worker:
         self.name = name
         self.pid = pid
         self.seg: _Seg | None = None
-        # samples taken since messages were last read: (t, tree_mb, children_mb); a message
-        # written before a sample but read after it decides which file that sample belongs to
-        self.late: list[tuple[float, float, float]] = []
+        # samples taken since messages were last read: (t, tree_mb, children_mb, (fork_mb,
+        # forks)); a message written before a sample but read after it decides its file
+        self.late: list[tuple[float, float, float, tuple[float, int]]] = []
         self.children_mb = 0.0  # at the last folded sample
         self.tree_mb = 0.0  # at the last folded sample
         self.baseline_mb: float | None = None
@@ -117,6 +128,7 @@ class Watcher:
         self.me = os.getpid()
         self.proc = bool(cfg.get("proc", True)) and proctree.proc_readable()
         self.tree = TreeReader()  # keeps the tree's /proc files open between samples
+        self.forks = Forks()
         self.workers: dict[str, _Worker] = {}
         self.files: dict[tuple[str, str], _FileRow] = {}
         self.dirty: set[tuple[str, str]] = set()
@@ -213,16 +225,17 @@ class Watcher:
             self._fold_late(w, until=t1)
             seg, w.seg = w.seg, None
             peak = seg.peak_mb
-            if hwm >= 0:
+            forks = (seg.fork_mb, seg.forks, seg.self_mb)
+            if hwm >= 0 and hwm + seg.children_mb > peak:
                 # The worker's own exact peak plus the children there when the file began (a
                 # session pool); children the file started itself are in the samples. Not the
                 # children at the end: the last file's teardown may have stopped them.
-                peak = max(peak, hwm + seg.children_mb)
+                peak, forks = hwm + seg.children_mb, (0.0, 0, 0.0)
             w.peak_mb = max(w.peak_mb, peak)
             # the worker's own growth: its exact peak over its own RSS when the file began
             own = max(0.0, hwm - (seg.baseline_mb - seg.children_mb)) if hwm >= 0 else None
             self._add_file(_FileRow(seg.path, w.name, seg.wall0, wall1, max(0.0, t1 - seg.t0), cpu, tests,
-                                    seg.baseline_mb, peak, sys_s, own))
+                                    seg.baseline_mb, peak, sys_s, own, *forks))
         elif m.kind == "T" and self.journal is not None:
             self.journal.start(w.name, m.fields[1], float(m.fields[0]), self._last_tree(w) or None)
         elif m.kind == "D":
@@ -236,15 +249,18 @@ class Watcher:
     def _fold_late(self, w: _Worker, until: float = math.inf) -> None:
         """Give the samples taken up to ``until`` to the file in flight then."""
         keep = []
-        for t, tree_mb, children_mb in w.late:
+        for sample in w.late:
+            t, tree_mb, children_mb, forks = sample
             if t > until:
-                keep.append((t, tree_mb, children_mb))
+                keep.append(sample)
                 continue
             w.children_mb = children_mb
             w.tree_mb = tree_mb
             w.peak_mb = max(w.peak_mb, tree_mb)
             if w.seg is not None and tree_mb > w.seg.peak_mb:
                 w.seg.peak_mb = tree_mb
+                w.seg.fork_mb, w.seg.forks = forks
+                w.seg.self_mb = tree_mb - children_mb
         w.late = keep
 
     def _add_file(self, r: _FileRow) -> None:
@@ -263,6 +279,7 @@ class Watcher:
             m.tests += r.tests
             if r.peak_mb - r.baseline_mb > m.peak_mb - m.baseline_mb:
                 m.peak_mb, m.baseline_mb = r.peak_mb, r.baseline_mb
+                m.fork_mb, m.forks, m.fork_of_mb = r.fork_mb, r.forks, r.fork_of_mb
         self.dirty.add(key)
 
     def sample(self) -> None:
@@ -291,9 +308,11 @@ class Watcher:
             return out, below
         for name, (tree_mb, self_mb, kids) in proctree.worker_trees(
                 parents, rss, [(w.name, w.pid) for w in self.workers.values()]).items():
-            self.workers[name].late.append((t, tree_mb, tree_mb - self_mb))
+            w = self.workers[name]
+            w.late.append((t, tree_mb, tree_mb - self_mb, self.forks.rss(w.pid, kids, rss) if kids else _NO_FORKS))
             out[name] = tree_mb
             below[name] = kids
+        self.forks.keep(parents)
         return out, below
 
     def _record(self, t: float, wall: float, total: float, root_mb: float, pss: float | None, procs: int,
@@ -335,7 +354,7 @@ class Watcher:
         if rows:  # FILE_COLUMNS
             h.add_file_rows([(self.run_id, r.path, r.worker, r.started, r.finished, r.wall_s, r.cpu_s, r.tests,
                               r.baseline_mb, max(0.0, r.peak_mb - r.baseline_mb), r.peak_mb, r.sys_s,
-                              r.own_mb) for r in rows])
+                              r.own_mb, round(r.fork_mb, 3), r.forks, round(r.fork_of_mb, 3)) for r in rows])
         if final:
             for w in self.workers.values():
                 if w.baseline_mb is not None or w.peak_mb:

@@ -112,7 +112,9 @@ def split_long_files(units: Sequence[Unit], file_costs: Mapping[str, FileCost],
         for k, ((lo, hi), t) in enumerate(zip(pairwise(cuts), times, strict=True), start=1):
             out.append(Unit(
                 name=f"{u.name}[{k}/{m}]", files=u.files, wall_s=t + (setup if k > 1 else 0.0),
-                peak_mb=u.peak_mb, fixtures=u.fixtures, chunk=(k, m), kept_mb=u.kept_mb / m,
+                peak_mb=u.peak_mb, fork_mb=u.fork_mb, forks=u.forks, fork_of_mb=u.fork_of_mb,
+                fixtures=u.fixtures, chunk=(k, m),
+                kept_mb=u.kept_mb / m,
                 last_s=u.last_s if k == m else min(t / max(1, hi - lo), t),
                 span=(lo / fc.tests, hi / fc.tests) if sliced else None, tests=hi - lo,
                 reason=(f"chunk {k}/{m} of {fc.path} ({fc.tests} tests, {fmt_s(u.wall_s)}): longer "

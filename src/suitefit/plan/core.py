@@ -183,21 +183,28 @@ def piece_of(split: Split, tests: int) -> Unit:
 # -- state --------------------------------------------------------------------------------
 
 
-def own_mb(unit: Unit, fx_mb: Mapping[str, float]) -> float:
-    """What ``unit`` needs on a worker already holding its fixtures (its peak counts them)."""
-    return max(0.0, unit.peak_mb - sum(fx_mb[f] for f in unit.fixtures if f in fx_mb))
+def own_mb(unit: Unit, fx_mb: Mapping[str, float], worker_mb: float | None = None) -> float:
+    """What ``unit`` needs on a worker already holding its fixtures (its peak counts them);
+    with ``worker_mb``, on a worker whose own process holds that much (``Unit.peak_at``)."""
+    peak = unit.peak_mb if worker_mb is None else unit.peak_at(worker_mb)
+    return max(0.0, peak - sum(fx_mb[f] for f in unit.fixtures if f in fx_mb))
 
 
 class _Slot:
-    __slots__ = ("end", "fx", "least", "nosplit", "own", "pos", "release", "seen", "splitting", "start",
-                 "taken", "unit")
+    __slots__ = ("end", "fork", "fx", "fx_mb", "least", "nosplit", "own", "peak0", "pos", "release", "seen",
+                 "splitting", "start", "taken", "unit")
 
-    def __init__(self, unit: Unit, fx_mb: Mapping[str, float], pos: int) -> None:
+    def __init__(self, unit: Unit, fx_mb: Mapping[str, float], pos: int, baseline_mb: float) -> None:
         self.unit = unit
         self.pos = pos
         self.taken = False
         self.fx = tuple(f for f in unit.fixtures if f in fx_mb)
-        self.own = own_mb(unit, fx_mb)
+        # on a worker that has kept nothing: a unit that forks needs more on a worker that has
+        # kept more (``Core._own``); ``least`` stays a lower bound
+        self.own = own_mb(unit, fx_mb, baseline_mb)
+        self.peak0 = unit.peak_at(baseline_mb)
+        self.fork = unit.forks > 0
+        self.fx_mb = math.fsum(fx_mb[f] for f in self.fx)
         self.least = self.own
         # fixtures released after it, in the order decided (a dict as an ordered set: sums
         # over it must not follow the hash seed's order, see ``_steps``)
@@ -330,7 +337,7 @@ class Core:
         self.stats = CoreStats()
         self._fx_mb = {f.name: float(f.mb) for f in fixtures}
         self._releasable = frozenset(r for r in releasable if r in self._fx_mb)
-        self._slots = [_Slot(u, self._fx_mb, i) for i, u in enumerate(units)]
+        self._slots = [_Slot(u, self._fx_mb, i, self.baseline_mb) for i, u in enumerate(units)]
         self._head = 0  # no slot before it is pending ...
         self._tail = len(self._slots) - 1  # ... nor after this one
         self._pending = len(self._slots)
@@ -423,7 +430,7 @@ class Core:
                 pos = next((i for i in range(self._head, len(self._slots))
                             if not self._slots[i].taken and self._slots[i].unit.wall_s < u.wall_s),
                            len(self._slots))
-                slot = _Slot(u, self._fx_mb, pos)
+                slot = _Slot(u, self._fx_mb, pos, self.baseline_mb)
                 self._slots.insert(pos, slot)
                 bisect.insort(self._sorted_least, slot.least)
                 self._pending += 1
@@ -434,7 +441,7 @@ class Core:
 
     def requeue(self, unit: Unit) -> None:
         """Put ``unit`` first (tests given back: a rerun plugin, a dead worker's queue)."""
-        slot = _Slot(unit, self._fx_mb, 0)
+        slot = _Slot(unit, self._fx_mb, 0, self.baseline_mb)
         self._slots.insert(self._head, slot)
         bisect.insort(self._sorted_least, slot.least)
         for f in slot.fx:
@@ -499,7 +506,7 @@ class Core:
         own = 0.0
         if w.queue and w.queue[0].start is not None:
             first = w.queue[0]
-            own = first.own
+            own = self._own(first, w.kept)
             for f in first.fx:
                 if f not in w.base:
                     held += mb[f]
@@ -706,9 +713,10 @@ class Core:
         self._pieces += 1
         piece = Unit(name=f"{u.name}{TAIL}{self._pieces}", files=u.files,
                      wall_s=k * each / self.slow + (u.piece_setup_s or 0.0), peak_mb=u.peak_mb,
+                     fork_mb=u.fork_mb, forks=u.forks, fork_of_mb=u.fork_of_mb,
                      reason=f"the last {k} test(s) of {u.name}, moved from {o.name}", last_s=u.last_s,
                      piece_setup_s=u.piece_setup_s, tests=k)
-        ok, total = self._fits(w, _Slot(piece, self._fx_mb, -1))
+        ok, total = self._fits(w, _Slot(piece, self._fx_mb, -1, self.baseline_mb))
         if not ok or self._over_ceiling(total):  # a hog's tail beside its head: two of it at once
             self._pieces -= 1
             return None
@@ -779,7 +787,7 @@ class Core:
                 if f not in res:
                     res.add(f)
                     held += mb[f]
-            peak = max(peak, max(0.0, kept) + held + s.own)
+            peak = max(peak, max(0.0, kept) + held + self._own(s, kept))
             for f in (*s.release, *also) if i == at else s.release:
                 if f in res:
                     res.remove(f)
@@ -818,12 +826,18 @@ class Core:
             if f not in res and f not in new:
                 new = (*new, f)
                 held += mb[f]
-        peak = max(w.steps_peak, max(0.0, kept) + held + s.own)
+        peak = max(w.steps_peak, max(0.0, kept) + held + self._own(s, kept))
         for f in s.release:
             if f in res or f in new:
                 held -= mb[f]
         kept += s.unit.kept_mb
         return max(peak, max(0.0, kept) + held)
+
+    def _own(self, s: _Slot, kept: float) -> float:
+        """``s``'s own peak on a worker that has kept ``kept`` MiB: its forks map that too."""
+        if not s.fork or kept <= 0.0:
+            return s.own
+        return max(s.own, s.unit.peak_at(self.baseline_mb + kept) - s.fx_mb)
 
     def _freeable(self, w: _Worker) -> tuple[str, ...]:
         """Fixtures resident after ``w``'s queue that may be released and that no pending unit
@@ -910,7 +924,7 @@ class Core:
     def _ever_fits(self, slot: _Slot) -> bool:
         if self.budget_mb is None:
             return True
-        return self._floor() + self._pinned_mb(slot.fx) + slot.unit.peak_mb <= self.budget_mb
+        return self._floor() + self._pinned_mb(slot.fx) + slot.peak0 <= self.budget_mb
 
     def _executing(self, exclude: _Worker) -> bool:
         """Is any other worker running a test (not waiting with a held or no test), or
@@ -958,7 +972,7 @@ class Core:
         reserve = math.inf
         if blocked is not None:
             reserve = budget - (self._floor() + self._pinned_mb(blocked.fx)
-                                + sum(self._backfill.values()) + blocked.unit.peak_mb)
+                                + sum(self._backfill.values()) + blocked.peak0)
         free = budget - (self._total - w.peak + self._excess) - self._held_after(w)
         limit = min(max(free, 0.0), reserve)
         i = self._head
@@ -971,9 +985,10 @@ class Core:
             if s is head:
                 continue
             ok, total = self._fits(w, s)
-            if ok and s.own <= reserve and not self._shuts_out_a_hog(s, w):
+            own = self._own(s, w.kept_end)
+            if ok and own <= reserve and not self._shuts_out_a_hog(s, w):
                 if blocked is not None:
-                    self._backfill[s.unit.name] = s.own
+                    self._backfill[s.unit.name] = own
                 return s, (f"fits: tree {fmt_mb(total)} of {fmt_mb(budget)}; {head.unit.name} "
                            f"does not fit now"), False, w, False
         if others:  # (nothing above changed what ``_fits`` reads)
@@ -1053,7 +1068,7 @@ class Core:
                            f"now, over the {fmt_mb(ceiling)} this plan keeps under; this one first "
                            f"(tree {fmt_mb(t - self._excess)})")
         # waiting ends: a running unit ends (and each end asks again), or none runs and it goes
-        if self._executing(w) and self._floor() + self._pinned_mb(head.fx) + head.unit.peak_mb <= ceiling:
+        if self._executing(w) and self._floor() + self._pinned_mb(head.fx) + head.peak0 <= ceiling:
             return None, (f"keeps hogs apart: {head.unit.name} would take the predicted tree to {fmt_mb(total)} now, "
                           f"over the {fmt_mb(ceiling)} this plan keeps under, and nothing later fits "
                           f"under it: waits for a running unit to end")
@@ -1106,7 +1121,7 @@ class Core:
                 if s.fx:
                     p = self._peak_with(w, s)
                 else:
-                    p = base + s.own
+                    p = base + (self._own(s, kept) if s.fork else s.own)
                     if not p > floor:
                         p = floor
                     k = kept + s.unit.kept_mb

@@ -139,19 +139,23 @@ def make_unit(name: str, files: Sequence[str], file_costs: Mapping[str, FileCost
     own_peak = 0.0
     kept = 0.0
     tests = 0
+    top: FileCost | None = None  # the file whose peak is the unit's: its forks are the unit's
     for f in files:
         fc = file_costs[f]
         wall += fc.wall_s
         tests += fc.tests
         kept += fc.kept_mb
-        own_peak = max(own_peak, fc.peak_mb)
+        if top is None or fc.peak_mb > own_peak:
+            own_peak, top = fc.peak_mb, fc
         fx_names.update(n for n in fc.fixtures if n in fixtures)
     names = tuple(sorted(fx_names))
     wall += sum(fixtures[n].setup_s for n in names)
     peak = own_peak + sum(fixtures[n].mb for n in names)
     last = file_costs[files[-1]] if files else None
     return Unit(name=name, files=tuple(files), wall_s=wall, peak_mb=peak, fixtures=names,
-                reason=reason, last_s=_last_test_s(last) if last else 0.0, kept_mb=kept, tests=tests)
+                reason=reason, last_s=_last_test_s(last) if last else 0.0, kept_mb=kept, tests=tests,
+                fork_mb=top.fork_mb if top else 0.0, forks=top.forks if top else 0,
+                fork_of_mb=top.fork_of_mb if top else 0.0)
 
 
 def _last_test_s(fc: FileCost) -> float:

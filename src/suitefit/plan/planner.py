@@ -451,6 +451,13 @@ def _plan_one(costs: CostModel, budget: Budget, rules: GroupingRules,
         reasons.append(f"kept memory: {len(keepers)} file(s) leave memory in their worker after they end, "
                        f"{fmt_mb(kept_total)} in all (the most: {keepers[0].path}, "
                        f"{fmt_mb(keepers[0].kept_mb)}); each worker carries what its own files kept")
+    forking = sorted((fc for fc in fcs.values() if fc.forks > 0), key=lambda fc: -fc.fork_mb)
+    if forking:
+        f = forking[0]
+        reasons.append(f"forks: {len(forking)} file(s) fork their worker (a multiprocessing pool) at their peak "
+                       f"(the largest: {f.path}, {f.forks} fork(s), {fmt_mb(f.fork_mb)} on a "
+                       f"{fmt_mb(f.fork_of_mb)} worker); each fork maps its worker's heap, so each is "
+                       f"predicted larger by what its worker has kept by then")
     reasons += wreasons
     for u in chosen.units:
         if u.name.startswith(("fixture:", "group:")):

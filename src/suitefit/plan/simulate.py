@@ -317,7 +317,7 @@ class _LeftBound:
         self.left: dict[str, tuple[float, float]] = {}  # unit -> (least duration, MiB held x that)
         for u in units:
             least = max(0.0, u.wall_s - sum(setup.get(f, 0.0) for f in u.fixtures)) * slow
-            self.left[u.name] = (least, (own_mb(u, fx_mb) + baseline_mb) * least)
+            self.left[u.name] = (least, (own_mb(u, fx_mb, baseline_mb) + baseline_mb) * least)
         self.work = sum(x for x, _ in self.left.values())
         self.mem_work = sum(m for _, m in self.left.values())
 
