@@ -464,6 +464,11 @@ def configure(config: pytest.Config) -> None:
 
 
 def _configure_controller(config: pytest.Config) -> None:
+    from suitefit.rootdir_guard import moved_rootdir
+
+    moved = moved_rootdir(config)
+    if moved:  # the suite pytest found is not the one asked for: nothing to measure
+        raise SuitefitError(moved)
     grace = float(config.getoption("suitefit_grace"))
     if grace < 0:
         raise SuitefitError(f"--suitefit-grace must be >= 0 seconds, got {grace:g}")
