@@ -665,3 +665,23 @@ def test_runs_of_part_of_the_suite_do_not_set_the_measured_slowdown(tmp_path: Pa
         cm = build_cost_model(h)
     assert cm.slowdown[2] == pytest.approx(1.2)
     assert cm.run_slowdown[5] == pytest.approx(1.8)  # each run's own figure is still its own
+
+
+def test_memory_a_worker_gives_back_later_was_not_kept(tmp_path: Path) -> None:
+    """A worker's garbage rises and falls between files: read from one baseline to the next,
+    files kept +60 and -60 MiB by turns (pytest's own suite: +683 MiB over its positive files
+    for 74 MiB of growth), and a worker whose queue drew the negative ones was planned to
+    shrink. What a file kept is what the worker never gave back afterwards."""
+    paths = [f"tests/test_{i}.py" for i in range(6)]
+    files = {p: SynthFile(p, 1.0) for p in paths}
+    write_history(tmp_path / "h.sqlite", [SynthRun(_one_worker(files), files)])
+    baselines = [100.0, 160.0, 100.0, 160.0, 100.0, 130.0]  # garbage twice, then 30 MiB for good
+    import sqlite3
+
+    with sqlite3.connect(tmp_path / "h.sqlite") as db:
+        db.executemany("UPDATE files SET baseline_mb = ? WHERE path = ?", zip(baselines, paths, strict=True))
+    with History(tmp_path / "h.sqlite") as h:
+        cm = build_cost_model(h)
+    kept = {fc.path: fc.kept_mb for fc in cm.files}
+    assert kept == {**dict.fromkeys(paths[:4], 0.0), paths[4]: 30.0, paths[5]: 0.0}  # the last: no next file
+    assert sum(kept.values()) == pytest.approx(baselines[-1] - min(baselines))  # still the worker's growth

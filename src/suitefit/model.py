@@ -35,8 +35,9 @@ class FileCost:
     last_s: float = 0.0  # its last test's time (an xdist worker holds that test until a next unit)
     trusted: bool = True  # False: measured only in runs where its tests timed out, crashed or stopped
     whole: bool = True  # False: measured only in runs that selected some of its tests (-k, a node id)
-    # memory its worker still holds after it (caches, imported modules, globals): the next
-    # file's baseline less its own, less the persistent fixtures it set up; signed
+    # memory its worker still holds after it, for good (caches, imported modules, globals):
+    # how far the worker's lowest baseline after it rose over the lowest from it on, less the
+    # persistent fixtures set up (``costs._kept``); >= 0 as measured, signed in the core
     kept_mb: float = 0.0
     # where its time lies along its tests, in collection order: the share of its time spent by
     # each count fraction i/(len-1) of its tests (0.0 ... 1.0); () where not known (even)
