@@ -1,4 +1,5 @@
-"""How far `suitefit plan`'s predicted wall is from what runs took, at 1, 2 and 16 workers.
+"""How far `suitefit plan`'s predicted wall is from what runs took, at 1, 2 and 16 workers,
+and its predicted peak from what runs measured.
 
 For each recorded run R in a history (a suite bench_run.py kept with ``--keep``, or any
 project's ``.suitefit/history.sqlite``): the cost model is built from the OTHER runs
@@ -8,7 +9,10 @@ wall. This machine has 2 CPUs, so 16 workers cannot be measured: there, the "act
 is the same plan's simulation with each unit's time as R measured it (its files, and
 its persistent fixtures' setup, which the plan pays once per unit and R's cost model
 charges to the fixture: the scheduling core replayed on recorded costs), which says how
-much run-to-run variation of costs alone moves the wall at 16 workers.
+much run-to-run variation of costs alone moves the wall at 16 workers. The peak: a planned
+run's own plan (as recorded: what `suitefit run` printed) against its tree's peak plus its
+sampler process, which the plan counts. Not left one out: a plan made from other runs may
+choose otherwise (hogs apart or not), and its peak would be another schedule's.
 
     .venv/bin/python benchmarks/bench_predict.py HISTORY [--cpus 16] [--budget-mb N]
 """
@@ -111,13 +115,15 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="bench_predict.py", description=__doc__.split("\n\n")[0])
     ap.add_argument("history", type=Path)
     ap.add_argument("--cpus", type=int, default=16, help="the simulated machine's CPUs (default 16)")
-    ap.add_argument("--budget-mb", type=float, default=1e9, help="memory budget (default: none binding)")
+    ap.add_argument("--budget-mb", type=float, default=1e9,
+                    help="memory budget where a run was not planned (default: none binding)")
     a = ap.parse_args(argv)
     if not a.history.exists():
         ap.exit(2, f"bench_predict.py: error: no history at {a.history}\n")
     with History(a.history, create=False) as h:
         runs = [r for r in h.runs() if r.status in ("passed", "failed") and r.wall_s]
     errors: dict[int, list[float]] = {}
+    peak_errors: dict[int, list[float]] = {}
     sim_errors: list[float] = []
     ref = _serial_reference(a.history)
     with tempfile.TemporaryDirectory() as tmp:
@@ -139,6 +145,11 @@ def main(argv: list[str] | None = None) -> int:
             err = plan.predicted_wall_s / float(command) - 1 if command else float("nan")
             if command:
                 errors.setdefault(n, []).append(err)
+            planned_peak = float((r.plan_dict or {}).get("predicted_peak_mb") or 0.0)
+            peak = (r.peak_rss_mb + float(r.meta_dict.get("sampler_rss_mb") or 0.0)) if r.peak_rss_mb else None
+            perr = planned_peak / peak - 1 if peak and planned_peak else float("nan")
+            if peak and planned_peak:
+                peak_errors.setdefault(n, []).append(perr)
             serial_costs, model_factor = _serial_equivalent(costs, ref)
             big = make_plan(serial_costs, Budget(a.budget_mb, a.cpus, workers=a.cpus))
             kw = dict(startup_s=0.0, baseline_mb=big.baseline_mb, budget_mb=None, slow=big.slow,
@@ -151,13 +162,19 @@ def main(argv: list[str] | None = None) -> int:
             replayed = simulate(_with_costs(big, serial_costs, run_costs), **kw)  # type: ignore[arg-type]
             sim_errors.append(planned.wall_s / replayed.wall_s - 1 if replayed.wall_s else 0.0)
             print(f"run {r.id} ({r.kind}, {n} worker(s)): predicted {plan.predicted_wall_s:.2f} s, "
-                  f"command {command or float('nan'):.2f} s ({err:+.0%}); {a.cpus} workers: planned "
+                  f"command {command or float('nan'):.2f} s ({err:+.0%}); "
+                  + (f"its plan's peak {planned_peak:.0f} MiB, measured {peak or float('nan'):.0f} MiB "
+                     f"({perr:+.0%}); " if planned_peak else "")
+                  + f"{a.cpus} workers: planned "
                   f"{planned.wall_s:.2f} s vs replayed on this run's file times {replayed.wall_s:.2f} s "
                   f"({sim_errors[-1]:+.0%})"
                   + (f"; file times / {model_factor:.2f} (model) and / {run_factor:.2f} (this run) to their "
                      f"serial reference" if abs(model_factor - 1) > 0.005 or abs(run_factor - 1) > 0.005 else ""))
     for n, es in sorted(errors.items()):
         print(f"{n} worker(s): median error {statistics.median(es):+.1%} over {len(es)} run(s) "
+              f"(range {min(es):+.0%} to {max(es):+.0%})")
+    for n, es in sorted(peak_errors.items()):
+        print(f"{n} worker(s): peak as planned, median error {statistics.median(es):+.1%} over {len(es)} run(s) "
               f"(range {min(es):+.0%} to {max(es):+.0%})")
     if sim_errors:
         print(f"{a.cpus} workers (simulated on recorded costs): median {statistics.median(sim_errors):+.1%} "
