@@ -58,6 +58,7 @@ def test_a_history_path_written_as_two_arguments_that_moves_the_rootdir_stops_th
     lines = [ln for ln in second.stderr.splitlines() if "suitefit:" in ln]
     assert len(lines) == 1, second.stderr
     assert f"`--suitefit-history {history}` is two arguments" in lines[0]
+    assert f"instead of {root} (config {root / 'pyproject.toml'})" in lines[0]
     assert f"write --suitefit-history={history}" in lines[0]
     assert "test_never" not in second.stdout  # stopped before running another suite's tests
     assert _runs(history) == 1  # nothing recorded for the run that did not start
@@ -66,8 +67,10 @@ def test_a_history_path_written_as_two_arguments_that_moves_the_rootdir_stops_th
     assert equals.returncode == 0, equals.stdout + equals.stderr
     assert "1 passed" in equals.stdout and _runs(history) == 2
 
-    inside = root / ".suitefit" / "own.sqlite"  # inside the suite: the rootdir stays
-    for _ in range(2):
-        ok = _pytest(python, root, "-q", "--suitefit", "--suitefit-history", str(inside))
+    # inside the suite the rootdir stays, with or without paths named (whose common ancestor,
+    # tests/, the history is not in: pytest still finds the same config above both)
+    inside = root / ".suitefit" / "own.sqlite"
+    for named in ((), ("tests/test_a.py",), ()):
+        ok = _pytest(python, root, "-q", "--suitefit", "--suitefit-history", str(inside), *named)
         assert ok.returncode == 0, ok.stdout + ok.stderr
-    assert _runs(inside) == 2
+    assert _runs(inside) == 3

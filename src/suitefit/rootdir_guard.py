@@ -11,10 +11,12 @@ of 4,231 (``testing/example_scripts`` and all) and failed at collection. Written
 
 from __future__ import annotations
 
+import inspect
 import itertools
 import os
 import shlex
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -28,16 +30,30 @@ def _split(args: Sequence[str]) -> list[tuple[str, str]]:
             if opt.startswith("--suitefit-") and "=" not in opt and not val.startswith("-")]
 
 
-def _within(path: str, folder: str) -> bool:
-    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
+def _found(config: pytest.Config, args: Sequence[str]) -> tuple[Path, Path | None] | None:
+    """The rootdir and config file pytest finds for these free arguments, by its own rule
+    (``determine_setup``: private, its signature moved between pytest 8.0 and 9); None if
+    it cannot be asked."""
+    try:
+        from _pytest.config.findpaths import determine_setup
+
+        params = inspect.signature(determine_setup).parameters
+        kw: dict[str, Any] = {"inifile": None, "args": list(args), "rootdir_cmd_arg": None,
+                              "invocation_dir": Path(config.invocation_params.dir),
+                              "override_ini": getattr(config.option, "override_ini", None)}
+        got = determine_setup(**{k: v for k, v in kw.items() if k in params})
+        return Path(got[0]), Path(got[1]) if got[1] else None
+    except Exception:
+        return None
 
 
 def moved_rootdir(config: pytest.Config) -> str | None:
-    """Why pytest's rootdir may not be the suite's (the option, and what to write), or None.
+    """Why pytest's rootdir is not the suite's (the option, and what to write), or None.
 
-    pytest took such a value for a path if it existed; it moved the rootdir if it is outside
-    the common ancestor of what the command names (or of the invocation directory). Not
-    when ``--rootdir`` or ``-c`` decide the rootdir.
+    Only where a ``--suitefit-*`` value came as the next argument and exists (pytest took it
+    for a path): then pytest's rootdir and config file for the command's own free arguments
+    are asked of pytest, and compared with those it found. Not when ``--rootdir`` or ``-c``
+    decide them.
     """
     import pytest as _pytest
 
@@ -47,26 +63,19 @@ def moved_rootdir(config: pytest.Config) -> str | None:
         env = shlex.split(os.environ.get("PYTEST_ADDOPTS", ""))
     except ValueError:
         env = []
-    split = _split([*env, *config.invocation_params.args])
-    if not split:
-        return None
     here = str(config.invocation_params.dir)
-    named: list[str] = []
-    if getattr(config, "args_source", None) == _pytest.Config.ArgsSource.ARGS:
-        for a in config.args:
-            p = os.path.abspath(os.path.join(here, a.split("::", 1)[0]))
-            if os.path.exists(p):
-                named.append(p if os.path.isdir(p) else os.path.dirname(p))
-    anchor = os.path.commonpath(named) if named else here
-    for opt, val in split:
-        p = os.path.abspath(os.path.join(here, val))
-        if not os.path.exists(p):
-            continue
-        folder = p if os.path.isdir(p) else os.path.dirname(p)
-        if not _within(folder, anchor):
-            found = f"rootdir {config.rootpath}" + (f", config {config.inipath}" if config.inipath
-                                                     else ", no config file")
-            return (f"`{opt} {val}` is two arguments: pytest reads its command line before suitefit's "
-                    f"options exist, took {val} for a test path, and found {found}: "
-                    f"write {opt}={val}")
-    return None
+    taken = [(opt, val) for opt, val in _split([*env, *config.invocation_params.args])
+             if os.path.exists(os.path.join(here, val))]
+    if not taken:
+        return None
+    named = list(config.args) if getattr(config, "args_source", None) == _pytest.Config.ArgsSource.ARGS else []
+    found = _found(config, named)
+    if found is None or found == (config.rootpath, config.inipath):
+        return None
+    opt, val = taken[0]
+    rootdir, inipath = found
+    return (f"`{opt} {val}` is two arguments: pytest reads its command line before suitefit's options "
+            f"exist and took {val} for a test path, so it found rootdir {config.rootpath} "
+            + (f"(config {config.inipath})" if config.inipath else "(no config file)")
+            + f" instead of {rootdir} " + (f"(config {inipath})" if inipath else "(no config file)")
+            + f": write {opt}={val}")

@@ -49,7 +49,7 @@ def command(history_path: Path | None, as_json: bool, workers: str | None, calib
                                                        if compiling_s else {}))
     # "--opt=PATH", not "--opt PATH": pytest picks its rootdir before plugin options are known,
     # so a separate existing PATH outside the suite would count as a test path and move rootdir.
-    full = ["--suitefit", f"--suitefit-history={h.path}", "--suitefit-run-id", str(run_id), *args]
+    full = ["--suitefit", f"--suitefit-history={h.path}", f"--suitefit-run-id={run_id}", *args]
     # With --json, stdout carries only the JSON: pytest's own output goes to stderr.
     rc = run_pytest(full, stdout=sys.stderr if as_json else None)
     status = finalize_run(h, run_id, rc)

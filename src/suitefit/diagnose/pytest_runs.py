@@ -124,8 +124,9 @@ def run_recorded(history: History, args: Sequence[str], *, kind: str, cwd: Path,
     """Run pytest measured by the suitefit plugin into a run row made first (so its id is known)."""
     run_id = history.new_run(kind, started=timing.wall(), cwd=str(cwd), rootdir=str(cwd),
                              meta=dict(meta or {}))
-    plugin_args = ["--suitefit", "--suitefit-history", str(history.path.resolve()),
-                   "--suitefit-run-id", str(run_id), "--suitefit-kind", kind]
+    # "--opt=VALUE": pytest reads its rootdir before plugin options exist (rootdir_guard.py)
+    plugin_args = ["--suitefit", f"--suitefit-history={history.path.resolve()}",
+                   f"--suitefit-run-id={run_id}", f"--suitefit-kind={kind}"]
     try:
         result = run_pytest([*plugin_args, *args], cwd=cwd, single_process=single_process,
                             timeout_s=timeout_s)
