@@ -25,9 +25,9 @@ from suitefit.plan import make_plan
 
 KEEPERS = 4
 # Each keeper keeps 40 MiB, touched, for the process's life; it runs longer than the forking
-# file, so a one-worker plan (longest first) runs the forks last, on a worker 160 MiB larger
+# file (~0.6 s), so a one-worker plan (longest first) runs the forks last, on a worker 160 MiB larger
 # than the one the serial profile (alphabetical: the forks first) measured them on.
-KEEPER = keeper(0.8)
+KEEPER = keeper(1.5)
 FORKS = """
 import multiprocessing
 import time
@@ -43,6 +43,8 @@ def _idle(_):
 
 
 def test_pool():
+    held = bytearray(60 * 2**20)  # allocated before it forks: in each fork, wherever it runs
+    held[::4096] = b"x" * len(held[::4096])
     with multiprocessing.get_context("fork").Pool(2) as pool:
         assert pool.map(_idle, range(2)) == [0, 0]
 """
@@ -80,7 +82,7 @@ def test_a_forking_file_is_predicted_as_large_as_the_worker_it_runs_on(tmp_path:
     fork_mb, forks, of_mb, peak = rows["tests/test_a_forks.py"]
     assert forks == 2, rows  # the pool's two children, seen in the file's peak
     assert 0.6 * peak <= fork_mb <= peak, rows  # most of what the file added
-    assert of_mb > 0.5 * fork_mb / 2, rows  # each maps much of the worker (its heap, not its files)
+    assert of_mb > 0.5 * (fork_mb / 2 - 60), rows  # each maps much of the worker as the file began
     assert rows["tests/test_z_execs.py"][:2] == (0.0, 0), rows  # its child exec'd: its own program
     assert all(rows[f"tests/test_k{i}.py"][:2] == (0.0, 0) for i in range(KEEPERS)), rows
 
@@ -100,3 +102,44 @@ def test_a_forking_file_is_predicted_as_large_as_the_worker_it_runs_on(tmp_path:
     print(f"forks: measured {measured} MiB, predicted {predicted}, without forks {blind.predicted_peak_mb:.0f}")
     assert abs(predicted - measured) <= 0.15 * measured, res.stderr
     assert blind.predicted_peak_mb < 0.8 * measured  # without them, the prediction was far under
+
+
+# A process with a fork and an exec'd child whose command line is its own (as pytester's
+# inner xdist workers have the outer worker's): only the fork is one.
+FAMILY = r"""
+import os, subprocess, sys, time
+if os.environ.get("ROLE") == "child":
+    time.sleep(30)
+    sys.exit(0)
+pid = os.fork()
+if pid == 0:
+    time.sleep(30)
+    os._exit(0)
+same = subprocess.Popen([sys.executable, "-c", sys.argv[1], sys.argv[1]], env={**os.environ, "ROLE": "child"})
+print(pid, same.pid, flush=True)
+time.sleep(30)
+"""
+
+
+def test_forks_are_told_from_children_that_exec_the_same_command_line() -> None:
+    import sys
+    import time
+
+    from suitefit.measure.proctree import tree_parents
+    from suitefit.measure.treereader import Forks
+
+    p = subprocess.Popen([sys.executable, "-c", FAMILY, FAMILY], stdout=subprocess.PIPE, text=True)
+    try:
+        fork, same = map(int, p.stdout.readline().split())  # type: ignore[union-attr]
+        assert Path(f"/proc/{same}/cmdline").read_bytes() == Path(f"/proc/{p.pid}/cmdline").read_bytes()  # premise
+        forks = Forks()
+        rss = {fork: 10.0, same: 20.0}
+        seen = []
+        for _ in range(3):  # judged at first sight, read again at the second, then kept
+            time.sleep(0.05)
+            kids = [k for k in tree_parents(p.pid) if k != p.pid]
+            seen.append(forks.of(p.pid, kids, rss))
+        assert seen == [((fork, 10.0),)] * 3
+    finally:
+        p.kill()
+        p.wait()

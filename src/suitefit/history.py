@@ -134,7 +134,7 @@ class FileRecord:
     own_mb: float | None = None  # of peak_mb, the worker process's own (not its children's); None: not known
     fork_mb: float | None = None  # of peak_mb, its forks' (``measure/treereader.Forks``); None: not known
     forks: int | None = None  # how many: each grows as its worker has grown
-    fork_of_mb: float | None = None  # the worker's own RSS at that peak
+    fork_of_mb: float | None = None  # the worker's own RSS when the file began
 
 
 @dataclass

@@ -153,8 +153,9 @@ _ADDED_COLUMNS: tuple[tuple[str, str, str], ...] = (
     # the worker process's own RSS growth over its collection (imports, items): part of its
     # baseline that a run of part of the suite does not pay; NULL before 2026-12-06
     ("workers", "collect_mb", "REAL"),
-    # of peak_mb, the worker's forks' (descendants with its command line: a multiprocessing
-    # pool's), how many, and the worker's own RSS at that peak; NULL before 2026-12-07
+    # of peak_mb, the forks the file started (descendants with the worker's command line and
+    # memory layout: a multiprocessing pool's), how many, and the worker's own RSS when the
+    # file began; NULL before 2026-12-07
     ("files", "fork_mb", "REAL"),
     ("files", "forks", "INTEGER"),
     ("files", "fork_of_mb", "REAL"),

@@ -46,9 +46,9 @@ class FileCost:
     # the run its time shares come from: where a chunk's cut would fall inside one
     # (``plan/class_cuts.py``); () where it has none, or too many to keep
     classes: tuple[tuple[float, float], ...] = ()
-    # of peak_mb, its worker's forks' then (a multiprocessing pool's, ``measure/treereader.Forks``),
-    # how many, and that worker's own RSS: a fork maps its parent's heap, so on a worker grown
-    # larger each is larger (``Unit.peak_at``)
+    # of peak_mb, the forks it started (a multiprocessing pool's, ``measure/treereader.Forks``),
+    # how many, and its worker's own RSS when it began: a fork maps its parent's heap, so on a
+    # worker grown larger each is larger (``Unit.peak_at``)
     fork_mb: float = 0.0
     forks: int = 0
     fork_of_mb: float = 0.0
@@ -266,8 +266,8 @@ class Unit:
     # again there (its module/class fixtures' setup, as measured)
     piece_setup_s: float | None = None
     tests: int = 0  # its tests, as the history counted them (0: not known)
-    # of peak_mb, its worker's forks' when measured, how many, and that worker's own RSS
-    # (``FileCost.forks``): on a larger worker each is larger (``peak_at``)
+    # of peak_mb, the forks its file started when measured, how many, and its worker's own RSS
+    # when the file began (``FileCost.forks``): on a larger worker each is larger (``peak_at``)
     fork_mb: float = 0.0
     forks: int = 0
     fork_of_mb: float = 0.0

@@ -51,8 +51,8 @@ def moved_rootdir(config: pytest.Config) -> str | None:
     """Why pytest's rootdir is not the suite's (the option, and what to write), or None.
 
     Only where a ``--suitefit-*`` value came as the next argument and exists (pytest took it
-    for a path): then pytest's rootdir and config file for the command's own free arguments
-    are asked of pytest, and compared with those it found. Not when ``--rootdir`` or ``-c``
+    for a path): then pytest's rule is asked for the rootdir and config file of the command's
+    own free arguments with those values and without. Not when ``--rootdir`` or ``-c``
     decide them.
     """
     import pytest as _pytest
@@ -69,8 +69,10 @@ def moved_rootdir(config: pytest.Config) -> str | None:
     if not taken:
         return None
     named = list(config.args) if getattr(config, "args_source", None) == _pytest.Config.ArgsSource.ARGS else []
+    # with and without suitefit's values (not against what pytest found: another plugin's
+    # value written as two arguments may have moved it too, and that is not ours to stop)
     found = _found(config, named)
-    if found is None or found == (config.rootpath, config.inipath):
+    if found is None or found == _found(config, [*named, *(val for _, val in taken)]):
         return None
     opt, val = taken[0]
     rootdir, inipath = found

@@ -13,7 +13,7 @@ import hashlib
 import json
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -141,6 +141,13 @@ def write_result(h: History, run_id: int, k: int, n: int, out: Path) -> dict[str
     return data
 
 
+def _known(cls: type, d: dict[str, Any], prefix: str) -> dict[str, Any]:
+    """A record's fields as a shard wrote them, its worker named for its shard; fields a newer
+    suitefit added (a files row's forks, 2026-12-07) are left out, not an error."""
+    names = {f.name for f in fields(cls)} - {"run_id"}
+    return {**{k: v for k, v in d.items() if k in names}, "worker": prefix + d["worker"]}
+
+
 def _strip(d: dict[str, Any]) -> dict[str, Any]:
     d.pop("run_id", None)
     return d
@@ -244,11 +251,11 @@ def fold_into_history(h: History, results: Sequence[dict[str, Any]]) -> list[int
         h.update_run(rid, **{key: run.get(key) for key in (
             "status", "exit_code", "finished", "wall_s", "cpu_s", "workers", "peak_rss_mb", "peak_pss_mb",
             "host", "python", "pytest_version", "xdist_version")}, collected=len(r["tests"]))
-        h.add_tests([TestRecord(run_id=rid, **{**t, "worker": prefix + t["worker"]}) for t in r["tests"]])
-        h.add_files([FileRecord(run_id=rid, **{**f, "worker": prefix + f["worker"]}) for f in r["files"]])
+        h.add_tests([TestRecord(run_id=rid, **_known(TestRecord, t, prefix)) for t in r["tests"]])
+        h.add_files([FileRecord(run_id=rid, **_known(FileRecord, f, prefix)) for f in r["files"]])
         for w in r["workers"]:
-            h.upsert_worker(WorkerRecord(run_id=rid, **{**w, "worker": prefix + w["worker"]}))
-        h.add_fixtures([FixtureRecord(run_id=rid, **{**f, "worker": prefix + f["worker"]}) for f in r["fixtures"]])
+            h.upsert_worker(WorkerRecord(run_id=rid, **_known(WorkerRecord, w, prefix)))
+        h.add_fixtures([FixtureRecord(run_id=rid, **_known(FixtureRecord, f, prefix)) for f in r["fixtures"]])
         h.add_fixture_files(rid, [(name, f) for name, files in r.get("fixture_files", {}).items() for f in files])
         h.add_partial_files(rid, r.get("partial_files", ()))  # absent from results written before
         ids.append(rid)

@@ -128,60 +128,62 @@ def _close_fds(fds: tuple[int, int | None]) -> None:
 
 
 class Forks:
-    """Which of a worker's descendants are forks of it, and their summed RSS.
+    """Which of a worker's descendants are forks of it, and their RSS.
 
     A fork (``multiprocessing``'s default start on Linux before Python 3.14, a pool of
     ``os.fork`` children) starts with its parent's anonymous pages mapped (its heap: what a
     worker keeps as it runs), and they count in its RSS: what a file that forks adds to the
     tree grows by its number of forks for each MiB its worker has grown (pytest's own
     ``testing/_py/test_local.py``, with a two-process ``Pool``: +182 MiB on a 94 MiB
-    process, +271 MiB on a 146 MiB one). A fork keeps its parent's command line
-    until it execs: a descendant is a fork while its command line is the worker's. One judged a
-    fork is read once more, in the next sample, and then kept as judged: ``subprocess``
-    forks and then execs, and a sample in between takes that child for a fork once, not for
-    good. Whatever is judged not a fork stays so (one read a process).
+    process, +271 MiB on a 146 MiB one).
+
+    A fork is a descendant whose command line and memory layout (where its stack and its
+    heap start: exec lays them out afresh, at random places where the kernel randomises
+    them) are the worker's. The command line alone took pytester's inner xdist workers
+    (``python -c "import sys;exec(eval(sys.stdin.readline()))"``, as the worker's own) for
+    forks. One judged a fork is read once more, in the next sample, and then kept as judged:
+    ``subprocess`` forks and then execs, and a sample in between takes that child for a fork
+    once, not for good. Whatever is judged not a fork stays so (one read a process).
     """
 
     def __init__(self) -> None:
         self._fork: dict[int, bool] = {}  # pid -> a fork of its worker
         self._sure: set[int] = set()  # judged a fork twice
-        self._cmd: dict[int, bytes | None] = {}  # each worker's command line
+        self._id: dict[int, tuple[bytes, bytes, bytes] | None] = {}  # each worker's identity
 
-    def rss(self, worker: int, kids: Iterable[int], rss: dict[int, float]) -> tuple[float, int]:
-        """The MiB and the number of ``kids`` (``worker``'s descendants, as just read) that are
-        forks of it."""
-        total = 0.0
-        n = 0
-        own: bytes | int | None = self._cmd.get(worker, 0)  # 0: not read yet
+    def of(self, worker: int, kids: Iterable[int], rss: dict[int, float]) -> tuple[tuple[int, float], ...]:
+        """The ``kids`` (``worker``'s descendants, as just read) that are forks of it, with
+        their MiB."""
+        out: list[tuple[int, float]] = []
+        own: tuple[bytes, bytes, bytes] | int | None = self._id.get(worker, 0)  # 0: not read yet
         for pid in kids:
             fork = self._fork.get(pid)
             if fork is None or (fork and pid not in self._sure):
                 if fork:
                     self._sure.add(pid)
                 if own == 0:
-                    own = self._cmd[worker] = _cmdline(worker)
-                fork = self._fork[pid] = own is not None and _cmdline(pid) == own
+                    own = self._id[worker] = _identity(worker)
+                fork = self._fork[pid] = own is not None and _identity(pid) == own
             if fork and rss.get(pid, 0.0) > 0.0:
-                total += rss[pid]
-                n += 1
-        return total, n
+                out.append((pid, rss[pid]))
+        return tuple(out)
 
     def keep(self, alive: Collection[int]) -> None:
         """Forget the processes that are gone (their pids may be used again)."""
-        for d in (self._fork, self._cmd):
+        for d in (self._fork, self._id):
             for pid in [p for p in d if p not in alive]:
                 del d[pid]
         self._sure.intersection_update(alive)
 
 
-def _cmdline(pid: int) -> bytes | None:
+def _identity(pid: int) -> tuple[bytes, bytes, bytes] | None:
+    """Its command line, and where its stack and its heap start (``stat``'s startstack and
+    start_brk): what a fork shares with its parent until it execs. None where unreadable."""
     try:
-        fd = os.open(f"/proc/{pid}/cmdline", _RDONLY)
-    except OSError:
+        with open(f"/proc/{pid}/cmdline", "rb", buffering=0) as f:
+            cmd = f.read(1 << 16)
+        with open(f"/proc/{pid}/stat", "rb", buffering=0) as f:
+            fields = f.read(4096).rsplit(b")", 1)[1].split()
+        return (cmd, fields[25], fields[44]) if cmd else None  # empty: a zombie, a kernel thread
+    except (OSError, IndexError):
         return None
-    try:
-        return os.read(fd, 1 << 16) or None  # empty: a zombie, or a kernel thread
-    except OSError:
-        return None
-    finally:
-        os.close(fd)

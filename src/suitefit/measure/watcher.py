@@ -44,26 +44,27 @@ if TYPE_CHECKING:
     from suitefit.measure.channel import Message
 
 
-_NO_FORKS = (0.0, 0)
+_NO_FORKS: tuple[tuple[int, float], ...] = ()
 
 
 class _Seg:
     """The file a worker runs now, as the worker announced it."""
 
-    __slots__ = ("baseline_mb", "children_mb", "fork_mb", "forks", "path", "peak_mb", "self_mb", "t0", "wall0")
+    __slots__ = ("baseline_mb", "children_mb", "fork_mb", "forks", "path", "peak_mb", "pre", "t0", "wall0")
 
     def __init__(self, path: str, t0: float, wall0: float, baseline_mb: float, children_mb: float,
-                 peak_mb: float) -> None:
+                 peak_mb: float, pre: frozenset[int] = frozenset()) -> None:
         self.path = path
         self.t0 = t0  # monotonic, from the worker
         self.wall0 = wall0
         self.baseline_mb = baseline_mb
         self.children_mb = children_mb  # the worker's descendants when the file began (a session pool)
         self.peak_mb = peak_mb
-        # at the sampled peak: the forks of the worker in it (MiB, how many), the worker's own RSS
+        # at the sampled peak: the forks of the worker the file started (MiB, how many); not
+        # those already there when it began (``pre``: a session's pool, a leaked one)
         self.fork_mb = 0.0
         self.forks = 0
-        self.self_mb = 0.0
+        self.pre = pre
 
 
 class _FileRow:
@@ -89,21 +90,23 @@ class _FileRow:
         self.peak_mb = peak_mb  # absolute
         self.fork_mb = fork_mb  # of the peak, the worker's forks' (``Forks``)
         self.forks = forks  # how many: each grows as the worker has grown
-        self.fork_of_mb = fork_of_mb  # the worker's own RSS then
+        self.fork_of_mb = fork_of_mb  # the worker's own RSS when the file began
 
 
 class _Worker:
     """A process that runs tests, and what was seen of its tree."""
 
-    __slots__ = ("baseline_mb", "children_mb", "done", "late", "name", "peak_mb", "pid", "seg", "tree_mb")
+    __slots__ = ("baseline_mb", "children_mb", "done", "forks", "late", "name", "peak_mb", "pid", "seg",
+                 "tree_mb")
 
     def __init__(self, name: str, pid: int) -> None:
         self.name = name
         self.pid = pid
         self.seg: _Seg | None = None
-        # samples taken since messages were last read: (t, tree_mb, children_mb, (fork_mb,
-        # forks)); a message written before a sample but read after it decides its file
-        self.late: list[tuple[float, float, float, tuple[float, int]]] = []
+        # samples taken since messages were last read: (t, tree_mb, children_mb, its forks
+        # (pid, MiB)); a message written before a sample but read after it decides its file
+        self.late: list[tuple[float, float, float, tuple[tuple[int, float], ...]]] = []
+        self.forks: frozenset[int] = frozenset()  # its forks at the last folded sample
         self.children_mb = 0.0  # at the last folded sample
         self.tree_mb = 0.0  # at the last folded sample
         self.baseline_mb: float | None = None
@@ -214,7 +217,7 @@ class Watcher:
             if self_mb < 0:  # the worker could not read itself: the last sample of it will do
                 self_mb = max(0.0, self._last_tree(w) - children)
             base = self_mb + children
-            w.seg = _Seg(path, t0, wall0, base, children, base)
+            w.seg = _Seg(path, t0, wall0, base, children, base, w.forks)
             if w.baseline_mb is None:
                 w.baseline_mb = base
             w.peak_mb = max(w.peak_mb, base)
@@ -225,7 +228,7 @@ class Watcher:
             self._fold_late(w, until=t1)
             seg, w.seg = w.seg, None
             peak = seg.peak_mb
-            forks = (seg.fork_mb, seg.forks, seg.self_mb)
+            forks = (seg.fork_mb, seg.forks, seg.baseline_mb - seg.children_mb)
             if hwm >= 0 and hwm + seg.children_mb > peak:
                 # The worker's own exact peak plus the children there when the file began (a
                 # session pool); children the file started itself are in the samples. Not the
@@ -257,10 +260,12 @@ class Watcher:
             w.children_mb = children_mb
             w.tree_mb = tree_mb
             w.peak_mb = max(w.peak_mb, tree_mb)
-            if w.seg is not None and tree_mb > w.seg.peak_mb:
-                w.seg.peak_mb = tree_mb
-                w.seg.fork_mb, w.seg.forks = forks
-                w.seg.self_mb = tree_mb - children_mb
+            w.forks = frozenset(pid for pid, _ in forks) if forks else frozenset()
+            seg = w.seg
+            if seg is not None and tree_mb > seg.peak_mb:
+                seg.peak_mb = tree_mb
+                new = [mb for pid, mb in forks if pid not in seg.pre]
+                seg.fork_mb, seg.forks = sum(new), len(new)
         w.late = keep
 
     def _add_file(self, r: _FileRow) -> None:
@@ -309,7 +314,7 @@ class Watcher:
         for name, (tree_mb, self_mb, kids) in proctree.worker_trees(
                 parents, rss, [(w.name, w.pid) for w in self.workers.values()]).items():
             w = self.workers[name]
-            w.late.append((t, tree_mb, tree_mb - self_mb, self.forks.rss(w.pid, kids, rss) if kids else _NO_FORKS))
+            w.late.append((t, tree_mb, tree_mb - self_mb, self.forks.of(w.pid, kids, rss) if kids else _NO_FORKS))
             out[name] = tree_mb
             below[name] = kids
         self.forks.keep(parents)

@@ -139,7 +139,8 @@ def make_unit(name: str, files: Sequence[str], file_costs: Mapping[str, FileCost
     own_peak = 0.0
     kept = 0.0
     tests = 0
-    top: FileCost | None = None  # the file whose peak is the unit's: its forks are the unit's
+    top: FileCost | None = None  # the file whose peak is the unit's
+    forking: FileCost | None = None  # the file with the largest forks
     for f in files:
         fc = file_costs[f]
         wall += fc.wall_s
@@ -147,6 +148,8 @@ def make_unit(name: str, files: Sequence[str], file_costs: Mapping[str, FileCost
         kept += fc.kept_mb
         if top is None or fc.peak_mb > own_peak:
             own_peak, top = fc.peak_mb, fc
+        if fc.forks > 0 and (forking is None or fc.fork_mb > forking.fork_mb):
+            forking = fc
         fx_names.update(n for n in fc.fixtures if n in fixtures)
     names = tuple(sorted(fx_names))
     wall += sum(fixtures[n].setup_s for n in names)
@@ -154,8 +157,10 @@ def make_unit(name: str, files: Sequence[str], file_costs: Mapping[str, FileCost
     last = file_costs[files[-1]] if files else None
     return Unit(name=name, files=tuple(files), wall_s=wall, peak_mb=peak, fixtures=names,
                 reason=reason, last_s=_last_test_s(last) if last else 0.0, kept_mb=kept, tests=tests,
-                fork_mb=top.fork_mb if top else 0.0, forks=top.forks if top else 0,
-                fork_of_mb=top.fork_of_mb if top else 0.0)
+                # the forks grow with the worker; where another file holds the unit's peak, never
+                # below it (no fork MiB to take off the floor)
+                fork_mb=forking.fork_mb if forking is not None and forking is top else 0.0,
+                forks=forking.forks if forking else 0, fork_of_mb=forking.fork_of_mb if forking else 0.0)
 
 
 def _last_test_s(fc: FileCost) -> float:

@@ -455,7 +455,7 @@ def _plan_one(costs: CostModel, budget: Budget, rules: GroupingRules,
     if forking:
         f = forking[0]
         reasons.append(f"forks: {len(forking)} file(s) fork their worker (a multiprocessing pool) at their peak "
-                       f"(the largest: {f.path}, {f.forks} fork(s), {fmt_mb(f.fork_mb)} on a "
+                       f"(the largest: {f.path}, {f.forks} fork(s), {fmt_mb(f.fork_mb)}, begun on a "
                        f"{fmt_mb(f.fork_of_mb)} worker); each fork maps its worker's heap, so each is "
                        f"predicted larger by what its worker has kept by then")
     reasons += wreasons
