@@ -26,8 +26,10 @@ def _project(root: Path) -> None:
     (root / "scripts" / "test_not_a_test.py").write_text("def test_never():\n    assert False\n")
 
 
-def _pytest(python: str, root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def _pytest(python: str, root: Path, *args: str, addopts: str = "") -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_ADDOPTS", "PYTEST_XDIST"))}
+    if addopts:
+        env["PYTEST_ADDOPTS"] = addopts
     return subprocess.run([python, "-m", "pytest", "-p", "no:cacheprovider", *args], cwd=root, env=env,
                           text=True, capture_output=True, timeout=120)
 
@@ -62,6 +64,11 @@ def test_a_history_path_written_as_two_arguments_that_moves_the_rootdir_stops_th
     assert f"write --suitefit-history={history}" in lines[0]
     assert "test_never" not in second.stdout  # stopped before running another suite's tests
     assert _runs(history) == 1  # nothing recorded for the run that did not start
+
+    # the same from PYTEST_ADDOPTS, which pytest reads before its rootdir too
+    env = _pytest(python, root, "-q", "--suitefit", addopts=f"--suitefit-history {history}")
+    assert env.returncode == 4 and "Traceback" not in env.stderr + env.stdout, env.stdout + env.stderr
+    assert f"write --suitefit-history={history}" in env.stderr and _runs(history) == 1
 
     equals = _pytest(python, root, "-q", "--suitefit", f"--suitefit-history={history}")
     assert equals.returncode == 0, equals.stdout + equals.stderr
