@@ -13,6 +13,7 @@ from suitefit.measure.proctree import (
     _HAS_CHILDREN_FILE,
     _RDONLY,
     PAGE_MB,
+    read_bytes,
     rss_mb,
     thread_children,
     tree_parents,
@@ -180,10 +181,8 @@ def _identity(pid: int) -> tuple[bytes, bytes, bytes] | None:
     """Its command line, and where its stack and its heap start (``stat``'s startstack and
     start_brk): what a fork shares with its parent until it execs. None where unreadable."""
     try:
-        with open(f"/proc/{pid}/cmdline", "rb", buffering=0) as f:
-            cmd = f.read(1 << 16)
-        with open(f"/proc/{pid}/stat", "rb", buffering=0) as f:
-            fields = f.read(4096).rsplit(b")", 1)[1].split()
+        cmd = read_bytes(f"/proc/{pid}/cmdline")
+        fields = read_bytes(f"/proc/{pid}/stat").rsplit(b")", 1)[1].split()
         return (cmd, fields[25], fields[44]) if cmd else None  # empty: a zombie, a kernel thread
     except (OSError, IndexError):
         return None
