@@ -89,7 +89,7 @@ def build_cost_model(history: History | None, *, files: Sequence[str] = (),
         fixtures, fx_rows, fx_files = _fixtures(history, run_ids)
         partial = history.partial_files(run_ids)
         part = _part_runs(history, run_ids, partial, most)
-        fcosts, used_runs, (slowdown, run_slowdown, unconfirmed, first_uses), fault = _files(
+        fcosts, used_runs, (slowdown, run_slowdown, unconfirmed, first_uses), fault, warmup = _files(
             history, run_ids, last, fx_rows, fx_files, partial, part)
         gone = gone_files(fcosts, root)
         for path in gone:
@@ -103,6 +103,11 @@ def build_cost_model(history: History | None, *, files: Sequence[str] = (),
         worker, wnote, startups, collect_fraction, collect_mb = _worker(history, whole)
         controller_s = _controller_start(history, whole)
         notes.append(wnote)
+        if warmup >= 0.5:
+            worker = replace(worker, warmup_mb=warmup)
+            notes.append(f"warm-up: a worker keeps {fmt_mb(warmup)} over its first files, whatever they "
+                         f"are (runs with workers against the serial run): each worker starts with it, "
+                         f"and the files that ran first keep that much less")
         if slowdown:
             notes.append("measured slowdown against a serial run: " + ", ".join(
                 f"{n} workers x{f:.2f}" for n, f in sorted(slowdown.items())))
@@ -295,7 +300,7 @@ def _files(history: History, run_ids: Sequence[int], last: int,
            fx_users: Mapping[int, Mapping[str, set[str]]], partial: Collection[tuple[int, str]] = (),
            part: Collection[int] = ()) -> tuple[dict[str, FileCost], set[int],
                       tuple[dict[int, float], dict[int, float], frozenset[int], dict[int, tuple[float, int]]],
-                      tuple[float, str] | None]:
+                      tuple[float, str] | None, float]:
     rows = history.execute(
         f"SELECT run_id, worker, path, started, wall_s, cpu_s, tests, peak_mb, fork_mb, forks, fork_of_mb, baseline_mb "
         f"FROM files WHERE run_id IN ({_q(run_ids)}) ORDER BY run_id, worker, started")
@@ -304,11 +309,22 @@ def _files(history: History, run_ids: Sequence[int], last: int,
     # MiB, how many, its worker's own MiB]
     per: dict[tuple[int, str], list[float]] = {}
     set_up = _set_up_here(rows, fx_on_worker, fx_users)
-    kept = _kept(rows, set_up, _runs_with_releases(history, run_ids))
+    n_of: dict[int, int] = {}
+    calibrations: set[int] = set()
+    for run_id, workers, kind in history.execute(
+            f"SELECT id, workers, kind FROM runs WHERE id IN ({_q(run_ids)})"):
+        n_of[int(run_id)] = int(workers or 0)
+        if kind == CALIBRATION:
+            calibrations.add(int(run_id))
+    # the newest serial run: the reference of a calibration's times and of the warm-up
+    serial = [r for r in run_ids if n_of.get(r, 0) <= 1 and r not in calibrations][:1]
+    warmup, kept, warmed = _warm_up(rows, _kept(rows, set_up, _runs_with_releases(history, run_ids)),
+                                    n_of, serial[0] if serial else None)
     for (run_id, _w, path, _started, wall_s, cpu_s, tests, peak_mb, fork_mb, forks, fork_of, _baseline), (fx_s, fx_mb) \
             in zip(rows, set_up, strict=True):
         # the fixtures' setup and memory are the fixtures', not the first file's that used them
-        wall, peak = max(0.0, float(wall_s) - fx_s), max(0.0, float(peak_mb) - fx_mb)
+        # and the warm-up, where it happened, its worker's (every planned worker starts with it)
+        wall, peak = max(0.0, float(wall_s) - fx_s), max(0.0, float(peak_mb) - fx_mb - warmed.get((run_id, path), 0.0))
         acc = per.setdefault((run_id, path), [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0])
         if (int(run_id), str(path)) in partial:  # some of its tests only: not the file's time
             acc[5] = 1.0
@@ -323,19 +339,11 @@ def _files(history: History, run_ids: Sequence[int], last: int,
             acc[3] = peak
             acc[6:9] = (min(float(fork_mb or 0.0), peak), int(forks or 0), float(fork_of or 0.0))
     fault = fault_cost(per, _system_cpu(history, run_ids))
-    n_of: dict[int, int] = {}
-    calibrations: set[int] = set()
-    for run_id, workers, kind in history.execute(
-            f"SELECT id, workers, kind FROM runs WHERE id IN ({_q(run_ids)})"):
-        n_of[int(run_id)] = int(workers or 0)
-        if kind == CALIBRATION:
-            calibrations.add(int(run_id))
     # a calibration's one-off stalls are no contention: out of its files' times before the
     # slowdown, while its figure is the one plans use (no whole run measured its count); its
     # reference, the newest serial run (its profile): a passing run's test rows are otherwise
     # never read, and a 50,000-test history holds a million of them
     measured = {n_of[r] for r in run_ids if r not in calibrations and n_of.get(r, 0) >= 2}
-    serial = [r for r in run_ids if n_of.get(r, 0) <= 1 and r not in calibrations][:1]
     first_uses = _first_uses(history, sorted(r for r in calibrations if n_of.get(r, 0) not in measured), serial)
     first_by_run: dict[int, tuple[float, int]] = {}
     for key, (excess, n) in first_uses.items():
@@ -409,7 +417,7 @@ def _files(history: History, run_ids: Sequence[int], last: int,
     # counts only a calibration measured: its slice of short files in fresh workers reads high
     whole = {n_of[r] for r in by_run if r not in calibrations}
     unconfirmed = frozenset(n_of[r] for r in by_run if r in calibrations) - whole
-    return out, used, (slowdown, by_run, unconfirmed, first_by_run), fault
+    return out, used, (slowdown, by_run, unconfirmed, first_by_run), fault, warmup
 
 
 # A calibration runs short files in fresh workers. A test that ran warm in the serial profile
@@ -667,6 +675,65 @@ def _kept(rows: Sequence[Sequence[Any]], set_up: Sequence[tuple[float, float]],
         fixtures += fx_mb
     fold()
     return out
+
+
+def _warm_up(rows: Sequence[Sequence[Any]], kept: Mapping[tuple[int, str], float],
+             n_of: Mapping[int, int], serial: int | None
+             ) -> tuple[float, dict[tuple[int, str], float], dict[tuple[int, str], float]]:
+    """(what a fresh worker keeps over its first files whatever they are, ``kept`` less it,
+    how much of it each (run, file) took: its peak held that too).
+
+    Every worker warms up: caches and lazy imports that any mix of files fills. A serial run
+    pays that once and puts it on its first files; each worker of a run pays it again, on
+    its own first files. Read from the serial run alone, it is planned once in all, and a
+    file planned late on a worker is planned on a worker that kept too little: pytest's own
+    suite, after its profile, was planned at 456 MiB and peaked at 569-581 MiB, most of it a
+    file whose forks map their worker. A run with ``n`` workers keeps ``n`` warm-ups and its
+    files' own memory; measured against what the serial run's files kept there (less the
+    serial run's own warm-up, on its first files), each such run tells the warm-up: the
+    median of those. It is then taken off every worker's first files, in order, and every
+    planned worker starts with it. None without a serial run and a run with workers (``rows``:
+    the files query, by run, worker and start; ``kept``: ``_kept`` of them)."""
+    seqs: dict[tuple[int, str], list[str]] = {}
+    for run_id, worker, path, *_ in rows:
+        seqs.setdefault((int(run_id), str(worker)), []).append(str(path))
+    ref = [p for (r, _), ps in seqs.items() if r == serial for p in ps]
+    sides: dict[int, list[str]] = {}  # run with workers -> its files that kept, in the serial run too
+    workers: dict[int, int] = {}
+    for (r, _), ps in seqs.items():
+        if n_of.get(r, 0) >= 2 and (r, ps[0]) in kept:
+            workers[r] = workers.get(r, 0) + 1
+            sides.setdefault(r, []).extend(p for p in ps if (r, p) in kept and (serial, p) in kept)
+    sides = {r: ps for r, ps in sides.items() if ps}
+    if serial is None or not ref or not sides:
+        return 0.0, dict(kept), {}
+    grew = sum(kept.get((serial, p), 0.0) for p in dict.fromkeys(ref))
+
+    def less(seq: Sequence[str], run: int, w: float, out: dict[tuple[int, str], float]) -> None:
+        for p in seq:
+            k = out.get((run, p))
+            if w <= 0.0:
+                return
+            if k is not None:
+                take = min(w, max(0.0, k))
+                out[(run, p)] = k - take
+                w -= take
+
+    warm = 0.0
+    for _ in range(20):  # each side's figure moves by 1/n of the last step: a few rounds settle it
+        net = dict(kept)
+        less(ref, serial, warm, net)
+        said = [(sum(kept[(r, p)] for p in set(ps)) - sum(net[(serial, p)] for p in set(ps))) / workers[r]
+                for r, ps in sides.items()]
+        now = min(max(0.0, median(said)), grew)
+        if abs(now - warm) < 0.05:
+            warm = now
+            break
+        warm = now
+    out = dict(kept)
+    for (r, _), ps in seqs.items():
+        less(ps, r, warm, out)
+    return warm, out, {key: k - out[key] for key, k in kept.items() if k - out[key] > 0.0}
 
 
 def _slowdown(n_of: Mapping[int, int], per: Mapping[tuple[int, str], list[float]],

@@ -128,6 +128,14 @@ class WorkerCost:
 
     startup_s: float
     baseline_mb: float
+    # what it keeps over its first files whatever they are (caches, lazy imports): every
+    # worker pays it again (``costs._warm_up``)
+    warmup_mb: float = 0.0
+
+    @property
+    def planned_mb(self) -> float:
+        """A worker as plans count it before its files' own memory: its baseline, warmed up."""
+        return self.baseline_mb + self.warmup_mb
 
 
 @dataclass(frozen=True)

@@ -202,7 +202,8 @@ def _plan_one(costs: CostModel, budget: Budget, rules: GroupingRules,
     total = sum(fc.wall_s for fc in fcs.values()) + sum(
         fixtures[n].setup_s for g in groups.fixture_groups for n in g.fixtures)
     declared_names = [f"group:{n}" for n, _ in groups.declared]
-    worker = costs.worker
+    # each worker warms up (``costs._warm_up``): planned from its start, as if its baseline
+    worker = replace(costs.worker, baseline_mb=costs.worker.planned_mb, warmup_mb=0.0)
 
     singles = single_units(groups, fcs, fixtures)
 
@@ -435,7 +436,10 @@ def _plan_one(costs: CostModel, budget: Budget, rules: GroupingRules,
     scaled = (f" ({fmt_s(worker.startup_s)} for the whole suite, {collection}; the end after the tests "
               f"scaled to that share, less the plugins' unconfigure {fmt_s(hooks)})" if share < 1.0 else "")
     reasons.append(f"each worker: {fmt_s(worker.startup_s * start_scale)} startup{scaled}, "
-                   f"{fmt_mb(worker.baseline_mb)} baseline" + (f"; xdist's controller process counted as one more baseline and "
+                   f"{fmt_mb(costs.worker.baseline_mb)} baseline"
+                   + (f" and {fmt_mb(costs.worker.warmup_mb)} it keeps as it warms up, whatever it runs"
+                      if costs.worker.warmup_mb >= 0.5 else "")
+                   + (f"; xdist's controller process counted as one more baseline and "
                                   f"{fmt_s(controller_start_s)} before the workers start ("
                                   + ("a serial run's startup less its collection: the controller "
                                      "collects nothing" if costs.controller_s is not None else
