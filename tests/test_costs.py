@@ -735,3 +735,36 @@ def test_every_worker_warms_up_and_plans_start_each_worker_with_it(tmp_path: Pat
         alone = build_cost_model(h)
     assert alone.worker.warmup_mb == 0.0
     assert {fc.path: fc.kept_mb for fc in alone.files}[paths[0]] == pytest.approx(40.0)
+
+
+def test_the_warm_up_comes_off_each_chunk_once_and_a_run_of_one_file_does_not_hide_it(tmp_path: Path) -> None:
+    """A split file first on both workers: each chunk's peak held one warm-up, not the two
+    the run's file kept between them. And the serial reference is a run of the whole suite:
+    a later `pytest tests/test_x.py` (one file, so nothing kept is read) leaves it as it was."""
+    import json
+    import sqlite3
+
+    names = ["x", "a", "b", "c", "d"]
+    paths = {n: f"tests/test_{n}.py" for n in names}
+    files = {p: SynthFile(p, 1.0) for p in paths.values()}
+    serial = SynthRun({"main": list(paths.values())}, files)
+    two = SynthRun({"gw0": [paths[n] for n in "xac"], "gw1": [paths[n] for n in "xbd"]}, files, kind="run")
+    one = SynthRun({"main": [paths["x"]]}, {paths["x"]: files[paths["x"]]})
+    write_history(tmp_path / "h.sqlite", [serial, two, one])
+    # a 30 MiB warm-up; b keeps 20 MiB of its own; x's own transient is 2 MiB serially, 5 beside
+    rows = [(1, "main", "x", 100, 32), (1, "main", "a", 130, 10), (1, "main", "b", 130, 10),
+            (1, "main", "c", 150, 10), (1, "main", "d", 150, 10),
+            (2, "gw0", "x", 100, 35), (2, "gw0", "a", 130, 10), (2, "gw0", "c", 130, 10),
+            (2, "gw1", "x", 100, 35), (2, "gw1", "b", 130, 10), (2, "gw1", "d", 150, 10),
+            (3, "main", "x", 100, 32)]
+    with sqlite3.connect(tmp_path / "h.sqlite") as db:
+        db.executemany("UPDATE files SET baseline_mb = ?, peak_mb = ? WHERE run_id = ? AND worker = ? AND path = ?",
+                       [(b, pk, r, w, paths[n]) for r, w, n, b, pk in rows])
+        db.execute("UPDATE runs SET meta = ? WHERE id = 3", [json.dumps({"paths_given": True})])
+    with History(tmp_path / "h.sqlite") as h:
+        cm = build_cost_model(h)
+    assert cm.worker.warmup_mb == pytest.approx(30.0, abs=0.5)  # not 0: run 3 is not the reference
+    fc = {f.path: f for f in cm.files}
+    assert fc[paths["x"]].peak_mb == pytest.approx(5.0, abs=0.5)  # each chunk less its own worker's 30
+    assert fc[paths["x"]].kept_mb == pytest.approx(0.0, abs=0.5)
+    assert fc[paths["b"]].kept_mb == pytest.approx(20.0, abs=0.5)

@@ -316,15 +316,20 @@ def _files(history: History, run_ids: Sequence[int], last: int,
         n_of[int(run_id)] = int(workers or 0)
         if kind == CALIBRATION:
             calibrations.add(int(run_id))
-    # the newest serial run: the reference of a calibration's times and of the warm-up
+    # the newest serial run: the reference of a calibration's times; of the warm-up, the
+    # newest whose files' kept memory was read (the whole suite, no fixture released early)
     serial = [r for r in run_ids if n_of.get(r, 0) <= 1 and r not in calibrations][:1]
-    warmup, kept, warmed = _warm_up(rows, _kept(rows, set_up, _runs_with_releases(history, run_ids)),
-                                    n_of, serial[0] if serial else None)
-    for (run_id, _w, path, _started, wall_s, cpu_s, tests, peak_mb, fork_mb, forks, fork_of, _baseline), (fx_s, fx_mb) \
+    released = _runs_with_releases(history, run_ids)
+    whole_serial = [r for r in run_ids if n_of.get(r, 0) <= 1 and r not in calibrations
+                    and r not in part and r not in released][:1]
+    warmup, kept, warmed = _warm_up(rows, _kept(rows, set_up, released), n_of,
+                                    whole_serial[0] if whole_serial else None)
+    for (run_id, w, path, _started, wall_s, cpu_s, tests, peak_mb, fork_mb, forks, fork_of, _baseline), (fx_s, fx_mb) \
             in zip(rows, set_up, strict=True):
         # the fixtures' setup and memory are the fixtures', not the first file's that used them
         # and the warm-up, where it happened, its worker's (every planned worker starts with it)
-        wall, peak = max(0.0, float(wall_s) - fx_s), max(0.0, float(peak_mb) - fx_mb - warmed.get((run_id, path), 0.0))
+        wall = max(0.0, float(wall_s) - fx_s)
+        peak = max(0.0, float(peak_mb) - fx_mb - warmed.get((run_id, w, path), 0.0))
         acc = per.setdefault((run_id, path), [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0])
         if (int(run_id), str(path)) in partial:  # some of its tests only: not the file's time
             acc[5] = 1.0
@@ -679,9 +684,9 @@ def _kept(rows: Sequence[Sequence[Any]], set_up: Sequence[tuple[float, float]],
 
 def _warm_up(rows: Sequence[Sequence[Any]], kept: Mapping[tuple[int, str], float],
              n_of: Mapping[int, int], serial: int | None
-             ) -> tuple[float, dict[tuple[int, str], float], dict[tuple[int, str], float]]:
+             ) -> tuple[float, dict[tuple[int, str], float], dict[tuple[int, str, str], float]]:
     """(what a fresh worker keeps over its first files whatever they are, ``kept`` less it,
-    how much of it each (run, file) took: its peak held that too).
+    how much of it each (run, worker, file) took: its peak held that too).
 
     Every worker warms up: caches and lazy imports that any mix of files fills. A serial run
     pays that once and puts it on its first files; each worker of a run pays it again, on
@@ -693,7 +698,10 @@ def _warm_up(rows: Sequence[Sequence[Any]], kept: Mapping[tuple[int, str], float
     serial run's own warm-up, on its first files), each such run tells the warm-up: the
     median of those. It is then taken off every worker's first files, in order, and every
     planned worker starts with it. None without a serial run and a run with workers (``rows``:
-    the files query, by run, worker and start; ``kept``: ``_kept`` of them)."""
+    the files query, by run, worker and start; ``kept``: ``_kept`` of them; ``serial``: a
+    serial run of the whole suite whose kept memory was read). A worker's first file with no
+    kept memory read (its only file, or a run that released fixtures early) took the warm-up
+    in its peak, as far as that goes."""
     seqs: dict[tuple[int, str], list[str]] = {}
     for run_id, worker, path, *_ in rows:
         seqs.setdefault((int(run_id), str(worker)), []).append(str(path))
@@ -709,7 +717,8 @@ def _warm_up(rows: Sequence[Sequence[Any]], kept: Mapping[tuple[int, str], float
         return 0.0, dict(kept), {}
     grew = sum(kept.get((serial, p), 0.0) for p in dict.fromkeys(ref))
 
-    def less(seq: Sequence[str], run: int, w: float, out: dict[tuple[int, str], float]) -> None:
+    def less(seq: Sequence[str], run: int, w: float, out: dict[tuple[int, str], float],
+             took: Callable[[str, float], None] | None = None) -> None:
         for p in seq:
             k = out.get((run, p))
             if w <= 0.0:
@@ -718,6 +727,8 @@ def _warm_up(rows: Sequence[Sequence[Any]], kept: Mapping[tuple[int, str], float
                 take = min(w, max(0.0, k))
                 out[(run, p)] = k - take
                 w -= take
+                if took is not None:
+                    took(p, take)
 
     warm = 0.0
     for _ in range(20):  # each side's figure moves by 1/n of the last step: a few rounds settle it
@@ -731,9 +742,17 @@ def _warm_up(rows: Sequence[Sequence[Any]], kept: Mapping[tuple[int, str], float
             break
         warm = now
     out = dict(kept)
-    for (r, _), ps in seqs.items():
-        less(ps, r, warm, out)
-    return warm, out, {key: k - out[key] for key, k in kept.items() if k - out[key] > 0.0}
+    taken: dict[tuple[int, str, str], float] = {}
+    for (r, w), ps in seqs.items():
+        if (r, ps[0]) not in kept:  # its peak is all that was read of it
+            taken[(r, w, ps[0])] = warm
+            continue
+
+        def took(p: str, mb: float, r: int = r, w: str = w) -> None:
+            taken[(r, w, p)] = taken.get((r, w, p), 0.0) + mb
+
+        less(ps, r, warm, out, took)
+    return warm, out, taken
 
 
 def _slowdown(n_of: Mapping[int, int], per: Mapping[tuple[int, str], list[float]],

@@ -342,12 +342,13 @@ def check_file_budget(ctx: Context) -> list[Finding]:
     if not measured:
         ctx.notes.append("file-exceeds-budget: not checked: no file measurements in the history")
         return []
-    base = cm.worker.baseline_mb if cm.worker is not DEFAULT_WORKER else 0.0
+    base = cm.worker.planned_mb if cm.worker is not DEFAULT_WORKER else 0.0
     over = sorted((fc for fc in measured if fc.peak_mb + base > ctx.budget_mb), key=lambda fc: -fc.peak_mb)
     if not over:
         return []
     lines = [f"{fc.path}: {fmt_mb(fc.peak_mb)} above its worker's baseline (largest of its recent runs) "
-             f"+ {fmt_mb(base)} worker baseline = {fmt_mb(fc.peak_mb + base)}" for fc in over]
+             f"+ {fmt_mb(base)} worker baseline{' and warm-up' if cm.worker.warmup_mb >= 0.5 else ''} = "
+             f"{fmt_mb(fc.peak_mb + base)}" for fc in over]
     return [Finding(
         "file-exceeds-budget",
         f"{len(over)} test file(s) need more memory alone than the budget of {fmt_mb(ctx.budget_mb)}: "

@@ -58,7 +58,7 @@ def choose(costs: CostModel, cpus: int, memory_mb: float, *, workers: int | None
     light = [f for f in measured if _eligible(f, heavy)]
     # memory: xdist's controller (a baseline), and each worker's baseline and largest file
     base = costs.worker.baseline_mb
-    per_worker = base + max((f.peak_mb for f in light), default=0.0)
+    per_worker = costs.worker.planned_mb + max((f.peak_mb for f in light), default=0.0)
     fits = int((memory_mb - base) // per_worker) if per_worker > 0 else w
     if fits < 2:
         return Calibration(w, (), window, f"two workers and xdist's controller ({2 * per_worker + base:.0f} MiB) "
