@@ -84,6 +84,9 @@ class RunSide:
         self.ticks0 = cpu_ticks()  # the machine's: how much of its CPU the host took during the run
         t = timing.times()
         self.own_cpu0 = t[0] + t[1]  # this process's own, its threads' included, without its children
+        # xdist's controller's RSS once the first worker's collection is in, before any report:
+        # what it grows by from there is per test (``costs._controller_mb``)
+        self.controller_start_mb: float | None = None
         # Under xdist the controller runs no tests, so samples may stream back to callbacks
         # on a thread here; without xdist this process runs the tests and gets no thread.
         self.sampler = SamplerProcess(os.getpid(), history=history.path.as_posix(), run_id=run_id,
@@ -182,6 +185,10 @@ class RunSide:
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
+        if self.controller_start_mb is None:
+            from suitefit.measure.proctree import rss_mb
+
+            self.controller_start_mb = rss_mb(os.getpid()) or None
         self._start_progress(len(ids))
 
     def show_done(self, n: int) -> None:
@@ -350,6 +357,7 @@ class RunSide:
                          tests_span=span if n_tests else None,
                          tests_s=self._tests_s(span[0], wall, wall_clock_s) if n_tests else None,
                          controller_mb=round(controller_mb, 1) if controller_mb else None,
+                         controller_start_mb=round(self.controller_start_mb, 1) if self.controller_start_mb else None,
                          controller_cpu_s=None if controller_cpu_s is None else round(controller_cpu_s, 3))
 
     def _tests_s(self, first: float, monotonic_ref_s: float, wall_clock_ref_s: float) -> float:
