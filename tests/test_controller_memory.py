@@ -58,6 +58,7 @@ def test_a_part_run_s_controller_is_scaled_to_the_whole_suite(tmp_path: Path) ->
     planned = costs.controller_peak_mb
     assert planned > peak + 0.5 * (peak - start) * (N_FILES - 1), (planned, start, peak)
     assert any(note.startswith("xdist's controller: ") for note in costs.notes), costs.notes
+    assert costs.controller_scaled
     whole = _pytest(tmp_path, "-n", "2")
     assert whole.returncode == 0, whole.stdout[-2000:]
     w_start, w_peak, w_n = _controller(tmp_path)
@@ -68,6 +69,7 @@ def test_a_part_run_s_controller_is_scaled_to_the_whole_suite(tmp_path: Path) ->
     assert abs(planned - w_peak) < abs(peak - w_peak) / 2  # far nearer than the part's own figure
     costs, _ = load_cost_model(load_config(tmp_path))
     assert costs.controller_peak_mb == pytest.approx(w_peak)  # once a whole run measured it, that
+    assert not costs.controller_scaled
 
 
 def test_the_scaling_reads_the_history(tmp_path: Path) -> None:

@@ -209,6 +209,8 @@ class CostModel:
     sampler_mb: float = 0.0  # suitefit's sampler process, measured: a runner's limit counts it too
     # xdist's controller at its peak (it keeps every report), measured; None: not yet
     controller_mb: float | None = None
+    # that figure scaled from a run of part of the suite to the suite's tests (``costs._process_peaks``)
+    controller_scaled: bool = False
     # xdist's controller's own CPU seconds a test (it takes in every report on one interpreter),
     # measured in runs with workers; None: not yet. No count of workers runs the suite faster
     # than this times its tests

@@ -440,7 +440,9 @@ def _plan_one(costs: CostModel, budget: Budget, rules: GroupingRules,
                    + (f" and {fmt_mb(costs.worker.warmup_mb)} it keeps as it warms up, whatever it runs"
                       if costs.worker.warmup_mb >= 0.5 else "")
                    + (f"; xdist's controller process counted at {fmt_mb(costs.controller_peak_mb)} ("
-                      + ("its measured peak" if costs.controller_mb is not None else "one more baseline: none measured yet")
+                      + ("one more baseline: none measured yet" if costs.controller_mb is None else
+                         "a part's measured peak, scaled to the suite" if costs.controller_scaled else
+                         "its measured peak")
                       + ") and "
                                   f"{fmt_s(controller_start_s)} before the workers start ("
                                   + ("a serial run's startup less its collection: the controller "
