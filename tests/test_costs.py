@@ -6,6 +6,8 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 from plan_synth import SynthFile, SynthFixture, SynthRun, pool_suite, write_history, write_run
 
 from suitefit.config import load_config
@@ -768,3 +770,47 @@ def test_the_warm_up_comes_off_each_chunk_once_and_a_run_of_one_file_does_not_hi
     assert fc[paths["x"]].peak_mb == pytest.approx(5.0, abs=0.5)  # each chunk less its own worker's 30
     assert fc[paths["x"]].kept_mb == pytest.approx(0.0, abs=0.5)
     assert fc[paths["b"]].kept_mb == pytest.approx(20.0, abs=0.5)
+
+
+@given(data=st.data())
+@settings(max_examples=200, deadline=None)
+def test_the_warm_up_estimate_recovers_what_every_worker_paid(data: st.DataObject) -> None:
+    """``costs._warm_up`` on generated histories: a serial run and runs with 2-4 workers, each
+    worker paying the same warm-up on its first file, every file keeping its own memory. The
+    estimate is that warm-up, and what is left on each file is its own."""
+    from suitefit.costs import _warm_up
+
+    n_files = data.draw(st.integers(6, 24), label="files")
+    paths = [f"t{i}.py" for i in range(n_files)]
+    own = {p: data.draw(st.sampled_from([0.0, 0.0, 1.5, 4.0, 12.0]), label=f"own {p}") for p in paths}
+    warm = data.draw(st.floats(0.0, 60.0), label="warm-up")
+    rows: list[tuple[int, str, str]] = []
+    kept: dict[tuple[int, str], float] = {}
+
+    def run(run_id: int, placement: dict[str, list[str]]) -> None:
+        for worker, ps in placement.items():
+            for i, p in enumerate(ps):
+                rows.append((run_id, worker, p))
+                if i < len(ps) - 1:  # the last file on a worker: nothing after it to read
+                    kept[(run_id, p)] = kept.get((run_id, p), 0.0) + own[p] + (warm if i == 0 else 0.0)
+
+    serial_order = data.draw(st.permutations(paths), label="serial order")
+    run(1, {"main": list(serial_order)})
+    n_of = {1: 0}
+    for run_id in range(2, 2 + data.draw(st.integers(1, 3), label="runs with workers")):
+        n = data.draw(st.integers(2, min(4, n_files // 2)), label=f"workers of {run_id}")
+        order = data.draw(st.permutations(paths), label=f"order of {run_id}")
+        # the serial run's last file (no kept memory read) is no worker's first here
+        assume(all(order[k * (n_files // n)] != serial_order[-1] for k in range(n)))
+        per = n_files // n
+        placement = {f"gw{k}": list(order[k * per:(k + 1) * per if k < n - 1 else n_files]) for k in range(n)}
+        run(run_id, placement)
+        n_of[run_id] = n
+    est, net, taken = _warm_up(rows, kept, n_of, 1)
+    assert est == pytest.approx(warm, abs=0.1)
+    for (run_id, p), k in net.items():
+        n_here = sum(1 for r, _, q in rows if r == run_id and q == p)  # one row a file here: no chunks
+        assert n_here == 1 and k == pytest.approx(own[p], abs=0.1), (run_id, p, k, own[p])
+    firsts = {(r, w): p for r, w, p in reversed(rows)}  # each sequence's first file
+    for (r, w), p in firsts.items():
+        assert taken.get((r, w, p), 0.0) == pytest.approx(warm, abs=0.1)
