@@ -17,7 +17,7 @@ import pytest
 from plan_synth import SynthFile, SynthRun, write_history
 
 from suitefit.config import load_config
-from suitefit.costs import build_cost_model, load_cost_model
+from suitefit.costs import build_cost_model, load_cost_model, restrict
 from suitefit.history import History
 
 N_FILES = 6
@@ -85,8 +85,11 @@ def test_the_scaling_reads_the_history(tmp_path: Path) -> None:
                    [json.dumps({"controller_mb": 42.0, "controller_start_mb": 40.0, "paths_given": True})])
     with History(path) as h:
         costs = build_cost_model(h)
-    assert costs.controller_mb == pytest.approx(40.0 + 2.0 * 3000 / 300)
+    assert costs.controller_peak_mb == pytest.approx(40.0 + 2.0 * 3000 / 300)
+    # a plan of part of the suite counts the tests it plans, not the whole suite's
+    half = restrict(costs, lambda f: f in {f"tests/test_{i}.py" for i in range(5)}, "the test's paths")
+    assert half.controller_peak_mb == pytest.approx(40.0 + 2.0 * 1500 / 300)
     with sqlite3.connect(path) as db:  # a run before the start was recorded: its peak as it is
         db.execute("UPDATE runs SET meta = ? WHERE id = 2", [json.dumps({"controller_mb": 42.0})])
     with History(path) as h:
-        assert build_cost_model(h).controller_mb == pytest.approx(42.0)
+        assert build_cost_model(h).controller_peak_mb == pytest.approx(42.0)

@@ -135,7 +135,8 @@ def build_cost_model(history: History | None, *, files: Sequence[str] = (),
                      f"each ({src})")
     whole_ids = _without(run_ids, part) if history is not None and run_ids else []
     outside = _outside(history, whole_ids) if history is not None and whole_ids else {}
-    peaks, ctl_note = _process_peaks(history, run_ids, most) if history is not None and run_ids else ({}, None)
+    peaks, growth, ctl_note = (_process_peaks(history, run_ids, most) if history is not None and run_ids
+                               else ({}, None, None))
     if ctl_note:
         notes.append(ctl_note)
     ends, hooks = _serial_overhead(history, whole_ids) if history is not None and whole_ids else ([], [])
@@ -156,7 +157,7 @@ def build_cost_model(history: History | None, *, files: Sequence[str] = (),
         controller_end_s=median(hooks) if hooks else None,
         sampler_mb=peaks.get("sampler_rss_mb") or 0.0,
         controller_mb=peaks.get("controller_mb"),
-        controller_scaled=ctl_note is not None,
+        controller_growth=growth,
         controller_per_test_s=_controller_per_test(history, run_ids) if history is not None and run_ids else None,
         fault_s_per_mb=fault[0] if fault else None,
         fault_source=fault[1] if fault else "",
@@ -863,20 +864,23 @@ def _readable(t: float, s: float) -> bool:
     return s >= 0.05 and 1 / 3 <= t / s <= 3
 
 
-def _process_peaks(history: History, run_ids: Sequence[int], most: int = 0) -> tuple[dict[str, float], str | None]:
+def _process_peaks(history: History, run_ids: Sequence[int], most: int = 0
+                   ) -> tuple[dict[str, float], tuple[float, float] | None, str | None]:
     """The largest own peak recorded in the runs' meta of suitefit's sampler process
     (``sampler_rss_mb``) and of xdist's controller (``controller_mb``): memory is not
-    averaged. A figure no run recorded is absent. And what was said of the controller's.
+    averaged. A figure no run recorded is absent. Then the controller's growth a test, and
+    what is said of it.
 
     xdist's controller keeps every test's reports (~7-9 KiB a test on pytest's own suite):
     a run of part of the suite (a profile's calibration, 297 of pytest's 4,231 tests, 43.5
     MiB) measures it far under a whole run (73.6 MiB; scipy's four subpackages: 109 against
-    423 MiB). Until a run of the whole suite (``most`` tests) with workers measured it, a
-    part's figure is scaled to the suite: what the controller grew by from its first
-    worker's collection to its peak, per test collected, times the suite's tests."""
+    423 MiB). Until a run of the whole suite (``most`` tests) with workers measured it, the
+    part run of the most tests gives (its MiB at its first worker's collection, what it grew
+    by a test from there), and plans count that for the tests they plan
+    (``CostModel.controller_peak_mb``)."""
     out: dict[str, float] = {}
     whole: list[float] = []
-    part: list[tuple[float, int, float, float]] = []  # (scaled, tests, peak, start)
+    part: list[tuple[int, float, float]] = []  # (tests, peak, start)
     for meta_text, collected in history.execute(f"SELECT meta, collected FROM runs WHERE id IN ({_q(run_ids)})"):
         meta = meta_of(meta_text)
         with contextlib.suppress(ValueError, TypeError):
@@ -888,25 +892,25 @@ def _process_peaks(history: History, run_ids: Sequence[int], most: int = 0) -> t
             if v is None:
                 continue
             peak, n = float(v), int(collected or 0)
+            out["controller_mb"] = max(out.get("controller_mb", 0.0), peak)
             if not most or n >= WHOLE_SHARE * most:
                 whole.append(peak)
                 continue
             start = meta.get("controller_start_mb")
-            grew = peak - float(start) if start is not None else 0.0
-            scaled = float(start) + grew * most / n if start is not None and n > 0 and grew > 0 else peak
-            part.append((scaled, n, peak, float(start) if start is not None else peak))
+            if start is not None and n > 0 and peak > float(start):
+                part.append((n, peak, float(start)))
     if whole:
         out["controller_mb"] = max(whole)
-        return out, None
+        return out, None, None
     if not part:
-        return out, None
-    scaled, n, peak, start = max(part)
-    out["controller_mb"] = scaled
-    if scaled <= peak:
-        return out, None
-    return out, (f"xdist's controller: {fmt_mb(scaled)}, scaled from a run of {n:,} of the suite's {most:,} "
-                 f"tests (it grew from {fmt_mb(start)} at its first worker's collection to {fmt_mb(peak)}, "
-                 f"{(peak - start) * 1024 / n:.1f} KiB a test): it keeps every test's reports")
+        return out, None, None
+    n, peak, start = max(part)
+    per_test = (peak - start) / n
+    return out, (start, per_test), (
+        f"xdist's controller: it keeps every test's reports, and no run of the whole suite with "
+        f"workers measured it yet: a run of {n:,} of the suite's {most:,} tests grew it from "
+        f"{fmt_mb(start)} at its first worker's collection to {fmt_mb(peak)}, {per_test * 1024:.1f} KiB "
+        f"a test; planned at that for the tests planned ({fmt_mb(start + per_test * most)} for the whole suite)")
 
 
 def _controller_per_test(history: History, run_ids: Sequence[int]) -> float | None:

@@ -209,8 +209,10 @@ class CostModel:
     sampler_mb: float = 0.0  # suitefit's sampler process, measured: a runner's limit counts it too
     # xdist's controller at its peak (it keeps every report), measured; None: not yet
     controller_mb: float | None = None
-    # that figure scaled from a run of part of the suite to the suite's tests (``costs._process_peaks``)
-    controller_scaled: bool = False
+    # until a run of the whole suite with workers measured it: from a run of part of the suite,
+    # the controller's MiB at its first worker's collection and what it grew by a test since
+    # (``costs._process_peaks``); its peak is planned at that for the tests planned
+    controller_growth: tuple[float, float] | None = None
     # xdist's controller's own CPU seconds a test (it takes in every report on one interpreter),
     # measured in runs with workers; None: not yet. No count of workers runs the suite faster
     # than this times its tests
@@ -235,8 +237,18 @@ class CostModel:
 
     @property
     def controller_peak_mb(self) -> float:
-        """xdist's controller as plans count it: its largest measured peak, else one worker's baseline."""
+        """xdist's controller as plans count it: its largest measured peak in a run of the whole
+        suite; from a run of part of it, its growth a test times the tests planned; else one
+        worker's baseline."""
+        if self.controller_growth is not None:
+            start, per_test = self.controller_growth
+            return start + per_test * sum(f.tests for f in self.files)
         return self.worker.baseline_mb if self.controller_mb is None else self.controller_mb
+
+    @property
+    def controller_scaled(self) -> bool:
+        """Whether the controller is planned from a run of part of the suite, per test."""
+        return self.controller_growth is not None
 
     @property
     def contention_measured(self) -> bool:

@@ -441,7 +441,7 @@ def _plan_one(costs: CostModel, budget: Budget, rules: GroupingRules,
                       if costs.worker.warmup_mb >= 0.5 else "")
                    + (f"; xdist's controller process counted at {fmt_mb(costs.controller_peak_mb)} ("
                       + ("one more baseline: none measured yet" if costs.controller_mb is None else
-                         "a part's measured peak, scaled to the suite" if costs.controller_scaled else
+                         "a part's growth a test, for the tests planned" if costs.controller_scaled else
                          "its measured peak")
                       + ") and "
                                   f"{fmt_s(controller_start_s)} before the workers start ("
