@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -93,3 +94,43 @@ def test_the_scaling_reads_the_history(tmp_path: Path) -> None:
         db.execute("UPDATE runs SET meta = ? WHERE id = 2", [json.dumps({"controller_mb": 42.0})])
     with History(path) as h:
         assert build_cost_model(h).controller_peak_mb == pytest.approx(42.0)
+
+
+def test_a_part_run_too_small_or_too_heavy_a_test_is_not_scaled(tmp_path: Path) -> None:
+    """Too few tests (what grows once reads as growth a test), or more a test than a report
+    holds (failures' tracebacks): the part's peak as it is, as before. A whole run's peak wins,
+    and the largest of all is kept, as before. A file never run counts as the others."""
+    import sqlite3
+
+    from suitefit.costs import FileCost
+
+    files = {f"tests/test_{i}.py": SynthFile(f"tests/test_{i}.py", 1.0, tests=300) for i in range(10)}
+    serial = SynthRun({"main": sorted(files)}, files)
+    calib = SynthRun({"gw0": ["tests/test_0.py"]}, {"tests/test_0.py": files["tests/test_0.py"]}, kind="calibrate")
+    path = write_history(tmp_path / "h.sqlite", [serial, calib])
+
+    def controller(meta: dict[str, float], collected: int = 300) -> float:
+        with sqlite3.connect(path) as db:
+            db.execute("UPDATE runs SET meta = ?, collected = ? WHERE id = 2", [json.dumps(meta), collected])
+        with History(path) as h:
+            return build_cost_model(h).controller_peak_mb
+
+    assert controller({"controller_mb": 42.0, "controller_start_mb": 40.0}, collected=150) == pytest.approx(42.0)
+    assert controller({"controller_mb": 100.0, "controller_start_mb": 40.0}) == pytest.approx(100.0)  # 205 KiB a test
+    assert controller({"controller_mb": 42.0, "controller_start_mb": 40.0}) == pytest.approx(40.0 + 2.0 * 3000 / 300)
+    with History(path) as h:
+        costs = build_cost_model(h)
+    assert costs.controller_scaled
+    more = replace(costs, files=(*costs.files, FileCost("tests/test_new.py", 1.0, 10.0, measured=False)))
+    assert more.controller_peak_mb == pytest.approx(40.0 + 2.0 * 3300 / 300)  # the new file as 300 tests
+    whole = SynthRun({"gw0": sorted(files)[:5], "gw1": sorted(files)[5:]}, files, kind="run")
+    with History(path) as h:
+        from plan_synth import write_run
+
+        rid = write_run(h, whole, started=1_010_000.0)
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE runs SET meta = ? WHERE id = ?", [json.dumps({"controller_mb": 70.0}), rid])
+        db.execute("UPDATE runs SET meta = ? WHERE id = 2", [json.dumps({"controller_mb": 80.0, "controller_start_mb": 40.0})])
+    with History(path) as h:
+        costs = build_cost_model(h)
+    assert not costs.controller_scaled and costs.controller_peak_mb == pytest.approx(80.0)

@@ -864,6 +864,12 @@ def _readable(t: float, s: float) -> bool:
     return s >= 0.05 and 1 / 3 <= t / s <= 3
 
 
+# a part run's controller is read a test only from this many tests, and at most this much a
+# test (pytest's own suite: 8-10 KiB a test; a passing report is a few KiB)
+CONTROLLER_MIN_TESTS = 200
+CONTROLLER_MAX_MB_A_TEST = 64 / 1024
+
+
 def _process_peaks(history: History, run_ids: Sequence[int], most: int = 0
                    ) -> tuple[dict[str, float], tuple[float, float] | None, str | None]:
     """The largest own peak recorded in the runs' meta of suitefit's sampler process
@@ -897,12 +903,13 @@ def _process_peaks(history: History, run_ids: Sequence[int], most: int = 0
                 whole.append(peak)
                 continue
             start = meta.get("controller_start_mb")
-            if start is not None and n > 0 and peak > float(start):
+            # enough tests that what grows a test outweighs what grows once (the other
+            # workers' collections, the allocator's steps), and no run of failures (their
+            # reports hold tracebacks)
+            if (start is not None and n >= CONTROLLER_MIN_TESTS and peak > float(start)
+                    and (peak - float(start)) / n <= CONTROLLER_MAX_MB_A_TEST):
                 part.append((n, peak, float(start)))
-    if whole:
-        out["controller_mb"] = max(whole)
-        return out, None, None
-    if not part:
+    if whole or not part:  # the largest measured peak, as it was
         return out, None, None
     n, peak, start = max(part)
     per_test = (peak - start) / n

@@ -242,7 +242,9 @@ class CostModel:
         worker's baseline."""
         if self.controller_growth is not None:
             start, per_test = self.controller_growth
-            return start + per_test * sum(f.tests for f in self.files)
+            measured = [f.tests for f in self.files if f.measured]
+            mean = sum(measured) / len(measured) if measured else 0.0  # a file never run: as the others
+            return start + per_test * sum(f.tests if f.measured else mean for f in self.files)
         return self.worker.baseline_mb if self.controller_mb is None else self.controller_mb
 
     @property

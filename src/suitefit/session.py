@@ -85,7 +85,7 @@ class RunSide:
         t = timing.times()
         self.own_cpu0 = t[0] + t[1]  # this process's own, its threads' included, without its children
         # xdist's controller's RSS once the first worker's collection is in, before any report:
-        # what it grows by from there is per test (``costs._controller_mb``)
+        # what it grows by from there is per test (``costs._process_peaks``)
         self.controller_start_mb: float | None = None
         # Under xdist the controller runs no tests, so samples may stream back to callbacks
         # on a thread here; without xdist this process runs the tests and gets no thread.

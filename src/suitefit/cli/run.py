@@ -101,12 +101,14 @@ def _prepare(history_path: Path | None, memory_budget: str | None, workers: int 
         click.echo(f"suitefit: {line}", err=True)
     budget = detect_budget(memory_budget, workers, cfg)
     spec = None
+    controller_mb = costs.controller_peak_mb
     if shard is not None:
-        from suitefit.plan.planner import shard_split
+        from suitefit.plan.planner import shard_costs, shard_split
 
         k, n = shard
         plan = make_plan(costs, budget, shards=n, shard=k)
         split = shard_split(costs, n)
+        controller_mb = shard_costs(costs, split, k).controller_peak_mb  # its share of the tests
         spec = shard_results.ShardSpec(k, n, dict(split.assignment))
         click.echo(f"suitefit: shard {k}/{n} (from {shard_source}): "
                    + ("balanced by measured time" if split.balanced else
@@ -136,7 +138,7 @@ def _prepare(history_path: Path | None, memory_budget: str | None, workers: int 
         click.echo(f"suitefit: warning: {w}", err=True)
     separate, why = False, ""
     if plan.workers == 1 and _has_xdist():
-        separate, why = choose_separate_worker(separate_worker, plan, costs.worker, h, costs.controller_peak_mb)
+        separate, why = choose_separate_worker(separate_worker, plan, costs.worker, h, controller_mb)
         if why:
             click.echo(f"suitefit: {why}", err=True)
     run_id = start_measured_run(h, "shard-run" if shard else "run", args, workers_planned=plan.workers,

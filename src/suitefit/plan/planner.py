@@ -586,7 +586,8 @@ def shard_split(costs: CostModel, shards: int,
     return split_shards(costs, shards, fcs, fixtures, rules)
 
 
-def _shard_costs(costs: CostModel, split: ShardSplit, k: int) -> CostModel:
+def shard_costs(costs: CostModel, split: ShardSplit, k: int) -> CostModel:
+    """The model of shard ``k`` of ``split``: its files, fixtures and groups."""
     fcs, _ = _file_costs(costs)
     full = replace(costs, files=tuple(fcs.values()))
     return costs_for_shard(full, split, k)
@@ -609,7 +610,7 @@ def make_plan(costs: CostModel, budget: Budget, *, shards: int | None = None,
 
 def _plan_shard(costs: CostModel, budget: Budget, rules: GroupingRules, split: ShardSplit,
                 k: int) -> Plan:
-    sub = _shard_costs(costs, split, k)
+    sub = shard_costs(costs, split, k)
     pre = list(split.reasons)
     pre.append(f"shard {k}/{split.shards}: {len(split.files(k))} files, predicted work "
                f"{fmt_s(split.work_s[k - 1])}")
