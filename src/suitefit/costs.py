@@ -322,12 +322,11 @@ def _files(history: History, run_ids: Sequence[int], last: int,
             calibrations.add(int(run_id))
     # the newest serial run: the reference of a calibration's times; of the warm-up, the
     # newest whose files' kept memory was read (the whole suite, no fixture released early)
-    serial = [r for r in run_ids if n_of.get(r, 0) <= 1 and r not in calibrations][:1]
+    serials = [r for r in run_ids if n_of.get(r, 0) <= 1 and r not in calibrations]
+    serial = serials[:1]
     released = _runs_with_releases(history, run_ids)
-    whole_serial = [r for r in run_ids if n_of.get(r, 0) <= 1 and r not in calibrations
-                    and r not in part and r not in released][:1]
-    warmup, kept, warmed = _warm_up(rows, _kept(rows, set_up, released), n_of,
-                                    whole_serial[0] if whole_serial else None)
+    reference = next((r for r in serials if r not in part and r not in released), None)
+    warmup, kept, warmed = _warm_up(rows, _kept(rows, set_up, released), n_of, reference)
     for (run_id, w, path, _started, wall_s, cpu_s, tests, peak_mb, fork_mb, forks, fork_of, _baseline), (fx_s, fx_mb) \
             in zip(rows, set_up, strict=True):
         # the fixtures' setup and memory are the fixtures', not the first file's that used them
@@ -710,52 +709,48 @@ def _warm_up(rows: Sequence[Sequence[Any]], kept: Mapping[tuple[int, str], float
     for run_id, worker, path, *_ in rows:
         seqs.setdefault((int(run_id), str(worker)), []).append(str(path))
     ref = [p for (r, _), ps in seqs.items() if r == serial for p in ps]
-    sides: dict[int, list[str]] = {}  # run with workers -> its files that kept, in the serial run too
+    sides: dict[int, set[str]] = {}  # run with workers -> its files that kept, in the serial run too
     workers: dict[int, int] = {}
     for (r, _), ps in seqs.items():
         if n_of.get(r, 0) >= 2 and (r, ps[0]) in kept:
             workers[r] = workers.get(r, 0) + 1
-            sides.setdefault(r, []).extend(p for p in ps if (r, p) in kept and (serial, p) in kept)
-    sides = {r: ps for r, ps in sides.items() if ps}
-    if serial is None or not ref or not sides:
+            sides.setdefault(r, set()).update(p for p in ps if (r, p) in kept and (serial, p) in kept)
+    kept_there = {r: (sum(kept[(r, p)] for p in ps), ps) for r, ps in sides.items() if ps}
+    if serial is None or not ref or not kept_there:
         return 0.0, dict(kept), {}
-    grew = sum(kept.get((serial, p), 0.0) for p in dict.fromkeys(ref))
+    alone = {key: k for key, k in kept.items() if key[0] == serial}  # the serial run's
+    grew = sum(alone.values())
 
-    def less(seq: Sequence[str], run: int, w: float, out: dict[tuple[int, str], float],
-             took: Callable[[str, float], None] | None = None) -> None:
+    def less(seq: Sequence[str], run: int, w: float, out: dict[tuple[int, str], float]) -> list[tuple[str, float]]:
+        """Take ``w`` off ``seq``'s kept memory in ``out``, first files first: what each gave."""
+        took = []
         for p in seq:
-            k = out.get((run, p))
             if w <= 0.0:
-                return
+                break
+            k = out.get((run, p))
             if k is not None:
                 take = min(w, max(0.0, k))
                 out[(run, p)] = k - take
                 w -= take
-                if took is not None:
-                    took(p, take)
+                took.append((p, take))
+        return took
 
     warm = 0.0
     for _ in range(20):  # each side's figure moves by 1/n of the last step: a few rounds settle it
-        net = dict(kept)
+        net = dict(alone)
         less(ref, serial, warm, net)
-        said = [(sum(kept[(r, p)] for p in set(ps)) - sum(net[(serial, p)] for p in set(ps))) / workers[r]
-                for r, ps in sides.items()]
-        now = min(max(0.0, median(said)), grew)
+        said = [(there - sum(net[(serial, p)] for p in ps)) / workers[r] for r, (there, ps) in kept_there.items()]
+        now, warm = warm, min(max(0.0, median(said)), grew)
         if abs(now - warm) < 0.05:
-            warm = now
             break
-        warm = now
     out = dict(kept)
     taken: dict[tuple[int, str, str], float] = {}
     for (r, w), ps in seqs.items():
         if (r, ps[0]) not in kept:  # its peak is all that was read of it
             taken[(r, w, ps[0])] = warm
             continue
-
-        def took(p: str, mb: float, r: int = r, w: str = w) -> None:
+        for p, mb in less(ps, r, warm, out):
             taken[(r, w, p)] = taken.get((r, w, p), 0.0) + mb
-
-        less(ps, r, warm, out, took)
     return warm, out, taken
 
 
@@ -885,7 +880,7 @@ def _process_peaks(history: History, run_ids: Sequence[int], most: int = 0
     by a test from there), and plans count that for the tests they plan
     (``CostModel.controller_peak_mb``)."""
     out: dict[str, float] = {}
-    whole: list[float] = []
+    whole = False  # a run of the whole suite with workers measured it
     part: list[tuple[int, float, float]] = []  # (tests, peak, start)
     for meta_text, collected in history.execute(f"SELECT meta, collected FROM runs WHERE id IN ({_q(run_ids)})"):
         meta = meta_of(meta_text)
@@ -900,7 +895,7 @@ def _process_peaks(history: History, run_ids: Sequence[int], most: int = 0
             peak, n = float(v), int(collected or 0)
             out["controller_mb"] = max(out.get("controller_mb", 0.0), peak)
             if not most or n >= WHOLE_SHARE * most:
-                whole.append(peak)
+                whole = True
                 continue
             start = meta.get("controller_start_mb")
             # enough tests that what grows a test outweighs what grows once (the other

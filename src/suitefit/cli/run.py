@@ -101,14 +101,13 @@ def _prepare(history_path: Path | None, memory_budget: str | None, workers: int 
         click.echo(f"suitefit: {line}", err=True)
     budget = detect_budget(memory_budget, workers, cfg)
     spec = None
-    controller_mb = costs.controller_peak_mb
+    split = None
     if shard is not None:
-        from suitefit.plan.planner import shard_costs, shard_split
+        from suitefit.plan.planner import shard_split
 
         k, n = shard
         plan = make_plan(costs, budget, shards=n, shard=k)
         split = shard_split(costs, n)
-        controller_mb = shard_costs(costs, split, k).controller_peak_mb  # its share of the tests
         spec = shard_results.ShardSpec(k, n, dict(split.assignment))
         click.echo(f"suitefit: shard {k}/{n} (from {shard_source}): "
                    + ("balanced by measured time" if split.balanced else
@@ -138,6 +137,12 @@ def _prepare(history_path: Path | None, memory_budget: str | None, workers: int 
         click.echo(f"suitefit: warning: {w}", err=True)
     separate, why = False, ""
     if plan.workers == 1 and _has_xdist():
+        if shard is not None and split is not None:  # the controller of its share of the tests
+            from suitefit.plan.planner import shard_costs
+
+            controller_mb = shard_costs(costs, split, shard[0]).controller_peak_mb
+        else:
+            controller_mb = costs.controller_peak_mb
         separate, why = choose_separate_worker(separate_worker, plan, costs.worker, h, controller_mb)
         if why:
             click.echo(f"suitefit: {why}", err=True)
