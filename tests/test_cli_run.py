@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from clihelp import assert_one_line_error, json_out, suitefit
+from together import start_together
 from venvs import OLDEST, PYTEST_92, make_venv
 
 from suitefit.history import History
@@ -202,7 +203,7 @@ import json, os, time
 import pytest
 @pytest.mark.parametrize("i", range(2))
 def test_pools(i):
-    time.sleep(0.5)  # two files of 1 s: a worker that starts late still gets one
+    time.sleep(0.5)
     with open(os.environ["POOLS_LOG"], "a") as f:
         f.write(json.dumps({"worker": os.environ.get("PYTEST_XDIST_WORKER", "main"),
                             **{v: os.environ.get(v) for v in THREAD_VARS}}) + "\\n")
@@ -220,6 +221,7 @@ def test_thread_pools_are_shared_out_among_workers_and_left_alone_for_one(tmp_pa
     (tmp_path / "tests").mkdir()
     for name in ("a", "b"):  # two units: one a worker (one file of four tests was one unit, unless chunked)
         (tmp_path / "tests" / f"test_pools_{name}.py").write_text(f"THREAD_VARS = {THREAD_VARS!r}\n" + POOLS)
+    start_together(tmp_path / "tests")  # each worker gets one file, however late the second starts
     log = tmp_path / "pools.jsonl"
     base = {k: v for k, v in os.environ.items()
             if k not in THREAD_VARS and not k.startswith(("PYTEST_XDIST", "PYTEST_ADDOPTS"))}

@@ -71,8 +71,11 @@ def scenarios(draw: st.DrawFn, tails: bool = False) -> dict:
     releasable = tuple(f.name for f in fx if draw(st.booleans()))
     # a soft ceiling (hogs apart), anywhere from below the floor to above the budget
     spread = draw(st.one_of(st.none(), st.floats(0, budget + 500)))
+    # workers that come up one after another, the first asking while the others still start
+    # (xdist starts them in turn; the adapter sends a worker its first unit once it has collected)
+    stagger = workers > 1 and draw(st.booleans())
     return dict(units=units, fx=fx, workers=workers, baseline=baseline, fixed=fixed, budget=budget,
-                releasable=releasable, spread=spread, seed=draw(st.integers(0, 2**32 - 1)))
+                releasable=releasable, spread=spread, stagger=stagger, seed=draw(st.integers(0, 2**32 - 1)))
 
 
 def _worst_fits(sc: dict) -> bool:
@@ -97,7 +100,8 @@ def drive(sc: dict) -> tuple[Core, list[tuple[str, Send]], float]:
                 fixed_mb=sc["fixed"], releasable=sc["releasable"], spread_mb=sc.get("spread"))
     names = [f"gw{i}" for i in range(sc["workers"])]
     queue: dict[str, list[Unit]] = {w: [] for w in names}
-    stage: dict[str, str] = {w: "idle" for w in names}  # idle | body | held | released | down
+    # idle | body | held | released | down, and coming: started, not up yet (its baseline counts)
+    stage: dict[str, str] = {w: "idle" for w in names}
     sends: list[tuple[str, Send]] = []
     peak = 0.0
     fx_mb = {f.name: f.mb for f in sc["fx"]}
@@ -186,15 +190,34 @@ def drive(sc: dict) -> tuple[Core, list[tuple[str, Send]], float]:
             else:
                 assert isinstance(d, Wait)
 
-    for w in names:  # xdist brings every worker up before it schedules
+    first = names[:1] if sc.get("stagger") else names
+    if len(first) < len(names):
+        core.expect(len(names))
+        for w in names[len(first):]:
+            stage[w] = "coming"
+    for w in first:
         core.worker_up(w)
-    for w in names:
+    for w in first:
         ask(w)
+
+    def arrive() -> bool:
+        coming = [w for w in names if stage[w] == "coming"]
+        if not coming:
+            return False
+        stage[coming[0]] = "idle"
+        core.worker_up(coming[0])
+        ask(coming[0])
+        return True
+
     steps = 0
     while not core.finished or any(s != "down" for s in stage.values()):
         steps += 1
         assert steps < 10_000, "no progress"
+        if rng.random() < 0.2:
+            arrive()
         movable = [w for w in names if stage[w] in ("body", "released")]
+        while not movable and arrive():
+            movable = [w for w in names if stage[w] in ("body", "released")]
         while not movable:  # a worker went down since they last asked: they ask again
             down_before = sum(s == "down" for s in stage.values())
             for w in names:
@@ -686,13 +709,15 @@ def test_chunks_split_a_file_evenly_and_cover_it_once() -> None:
 class FakeNode:
     """What the scheduler sees of an xdist WorkerController, and how a worker behaves."""
 
-    def __init__(self, wid: str) -> None:
+    def __init__(self, wid: str, collected: bool = True) -> None:
         self.gateway = SimpleNamespace(id=wid)
         self.sent: list[int] = []
         self.down = False
+        self.collected = collected
 
     def send_runtest_some(self, indices: list[int]) -> None:
         assert not self.down, "tests sent after shutdown"
+        assert self.collected, "tests sent before the worker collected: indices into nothing"
         self.sent.extend(indices)
 
     def shutdown(self) -> None:
@@ -715,13 +740,30 @@ def test_adapter_places_every_test_once_and_units_whole(sc: dict, tests_per_file
     live = {"tree": sc["fixed"] + sc["workers"] * sc["baseline"]}
     sched = SuitefitScheduling(None, None, plan, numnodes=sc["workers"],
                                live=lambda: (live["tree"] * rng.uniform(0.8, 1.2), {}))
-    nodes = [FakeNode(f"gw{i}") for i in range(sc["workers"])]
-    for n in nodes:
+    nodes = [FakeNode(f"gw{i}", collected=False) for i in range(sc["workers"])]
+    # xdist: each node is added once up, then its collection comes, then ``schedule()``;
+    # staggered, the first starts its tests while the others have not collected yet
+    coming = list(nodes)
+
+    def collect_next() -> None:
+        n = coming.pop(0)
         sched.add_node(n)
         sched.add_node_collection(n, collection)
-    sched.schedule()
+        n.collected = True
+        if sched.collection_is_completed:
+            sched.schedule()
+
+    if sc["stagger"]:
+        collect_next()
+        assert sched.collection_is_completed, "the first worker waits for the others to collect"
+    else:
+        while coming:
+            collect_next()
     done: list[int] = []
     for _ in range(20_000):
+        if coming and (rng.random() < 0.2 or sched.tests_finished):
+            collect_next()
+            continue
         if sched.tests_finished:
             break
         gone = True
@@ -734,6 +776,9 @@ def test_adapter_places_every_test_once_and_units_whole(sc: dict, tests_per_file
         # a node runs its first pending test only if it knows the next one, or is shut down
         ready = [n for n in nodes if n in sched.node2pending and
                  (len(sched.node2pending[n]) >= 2 or (sched.node2pending[n] and n.down))]
+        if not ready and coming:  # the others wait for a worker still starting
+            collect_next()
+            continue
         assert ready, "deadlock: every node holds its last test and none was shut down"
         n = rng.choice(ready)
         i = sched.node2pending[n][0]

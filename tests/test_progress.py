@@ -15,6 +15,7 @@ import termios
 import time
 from pathlib import Path
 
+from suitefit.history import History
 from suitefit.report.progress import Progress
 
 SCRIPT = """
@@ -174,6 +175,46 @@ def test_a_terminal_shows_pytests_lines_suitefits_lines_and_one_live_line(tmp_pa
     assert len(bars) == 1 and "37/37 tests" in bars[0] and "tree peak" in bars[0], text  # the live line's last state
     assert screen.index(bars[0]) > max(i for i, ln in enumerate(screen) if "passed in" in ln)
     assert not any(re.search(r".(suitefit:|suitefit ━)", ln) for ln in screen), text
+
+
+LATE_GW1 = """
+import os, time
+if os.environ.get("PYTEST_XDIST_WORKER") == "gw1":
+    time.sleep(2)  # the second worker collects once the first has run tests
+"""
+
+
+def test_a_worker_that_collects_after_tests_began_writes_no_status_over_them(tmp_path: Path) -> None:
+    """The scheduler starts each worker once it has collected; on a terminal xdist rewrites its
+    status line (a carriage return) as each worker collects: the second worker's must not
+    be written over the first's test progress. pytest's default verbosity, where the status
+    line says how many workers have collected."""
+    from screen import run_on_terminal
+
+    from suitefit.model import Budget, Plan, Unit
+
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "pyproject.toml").write_text('[tool.pytest.ini_options]\ntestpaths = ["tests"]\n')
+    (tmp_path / "tests" / "conftest.py").write_text(LATE_GW1)
+    files = [f"tests/test_q{i}.py" for i in range(4)]
+    for f in files:
+        (tmp_path / f).write_text(QUICK)
+    plan = Plan(workers=2, units=tuple(Unit(f, (f,), 1.2, 1.0) for f in files), budget=Budget(0.0, 2),
+                predicted_wall_s=1.0, predicted_peak_mb=0.0, reasons=("hand-written for a test",))
+    (tmp_path / "plan.json").write_text(json.dumps(plan.to_json()))
+    cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "2", "--suitefit", "--suitefit-progress=off",
+           f"--suitefit-history={tmp_path / 'h.sqlite'}", f"--suitefit-plan={tmp_path / 'plan.json'}"]
+    rc, _, screen = run_on_terminal(cmd, tmp_path, _env())
+    text = "\n".join(screen)
+    assert rc == 0, text
+    with History(tmp_path / "h.sqlite") as h:
+        run = h.runs(limit=1)[0]
+        began = {w: min(t.started for t in h.tests(run.id) if t.worker == w) for w in ("gw0", "gw1")}
+    assert began["gw1"] - began["gw0"] > 1.0, began  # the case: gw0 ran tests before gw1 collected
+    dotted = [ln for ln in screen if re.search(r"(^|\s)\.+(\s|$)", ln)]
+    assert sum(len(re.findall(r"(?<![\w.])\.+(?=\s|$)", ln)[0]) for ln in dotted) == 48, text  # every dot
+    assert not any("worker" in ln for ln in dotted), text  # no status line over them
+    assert all(re.search(r"\[ *\d+%\]$", ln.rstrip()) for ln in dotted), text  # pytest's column, where it put it
 
 
 SPIKE = """

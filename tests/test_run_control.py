@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
+from together import start_together
 from venvs import OLDEST, make_venv
 
 from suitefit.history import History
@@ -33,12 +34,16 @@ def record(name):
 """
 
 
-def write_suite(root: Path, files: dict[str, str]) -> None:
+def write_suite(root: Path, files: dict[str, str], *, together: bool = False) -> None:
+    """``together``: every worker collects before any runs a test (``together.py``), for
+    the tests that check what happens on each of two workers."""
     (root / "tests").mkdir(parents=True, exist_ok=True)
     (root / "tests" / "where.py").write_text(WHERE)
     (root / "pyproject.toml").write_text('[tool.pytest.ini_options]\ntestpaths = ["tests"]\npythonpath = ["tests"]\n')
     for name, body in files.items():
         (root / "tests" / name).write_text(textwrap.dedent(body))
+    if together:
+        start_together(root / "tests")
 
 
 def plain_file(name: str, n: int = 3, sleep: float = 0.05) -> str:
@@ -72,6 +77,8 @@ def run_planned(root: Path, plan: Path, *extra: str, python: str = sys.executabl
     for v in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "PYTEST_ADDOPTS"):
         if not env or v not in env:
             e.pop(v, None)
+    for v in [v for v in e if v.startswith("PYTEST_XDIST_")]:  # this test's own worker's, when under xdist
+        e.pop(v)
     t0 = time.monotonic()
     res = subprocess.run(
         [python, "-m", "pytest", "-p", "no:cacheprovider", "--suitefit", "--suitefit-history",
@@ -87,7 +94,7 @@ def where(root: Path) -> list[dict]:
 def group_suite(root: Path) -> Path:
     files = {f"test_g{i}.py": plain_file(f"g{i}") for i in range(3)}
     files.update({f"test_o{i}.py": plain_file(f"o{i}", n=4) for i in range(4)})
-    write_suite(root, files)
+    write_suite(root, files, together=True)
     return write_plan(root, [
         ("group", ["tests/test_g2.py", "tests/test_g0.py", "tests/test_g1.py"], 50.0),
         *[(f"tests/test_o{i}.py", [f"tests/test_o{i}.py"], 10.0) for i in range(4)],
@@ -141,7 +148,7 @@ def test_suitefit_run_end_to_end_on_the_oldest_supported_pytest(tmp_path: Path) 
     # The CLI execs into pytest 8.0.2 + xdist 3.5.0: the plugin there must say the closing
     # lines and keep pytest's exit codes (a pass, and exit 5 as a one-line error).
     python = make_venv(OLDEST, with_suitefit=True)
-    write_suite(tmp_path, {"test_a.py": plain_file("a", n=3), "test_b.py": plain_file("b", n=3)})
+    write_suite(tmp_path, {"test_a.py": plain_file("a", n=3), "test_b.py": plain_file("b", n=3)}, together=True)
     e = {**os.environ, "WHERE_LOG": str(tmp_path / "where.jsonl")}
     e.pop("PYTEST_ADDOPTS", None)
     cmd = [str(python.parent / "suitefit"), "run", "--workers", "2"]
@@ -158,13 +165,59 @@ def test_suitefit_run_end_to_end_on_the_oldest_supported_pytest(tmp_path: Path) 
 
 
 def test_thread_pools_pinned_unless_the_user_set_them(tmp_path: Path) -> None:
-    write_suite(tmp_path, {"test_a.py": plain_file("a", n=2), "test_b.py": plain_file("b", n=2)})
+    write_suite(tmp_path, {"test_a.py": plain_file("a", n=2), "test_b.py": plain_file("b", n=2)}, together=True)
     plan = write_plan(tmp_path, [("tests/test_a.py", ["tests/test_a.py"], 1), ("tests/test_b.py", ["tests/test_b.py"], 1)])
     res, _ = run_planned(tmp_path, plan, "-n", "2", env={"MKL_NUM_THREADS": "3"})
     assert res.returncode == 0, res.stdout + res.stderr
     rows = where(tmp_path)
     assert {r["worker"] for r in rows} == {"gw0", "gw1"}
     assert {(r["omp"], r["mkl"]) for r in rows} == {("1", "3")}
+
+
+LATE_GW1 = """
+import os, time
+if os.environ.get("PYTEST_XDIST_WORKER") == "gw1":
+    time.sleep(float(os.environ["LATE_S"]))  # a worker slow to start: its conftest import
+"""
+
+
+def _starts_once_collected(tmp_path: Path, python: str = sys.executable) -> None:
+    # xdist's own schedulers send the first test once every worker has collected; suitefit
+    # sends each worker its first unit as soon as that worker has collected
+    write_suite(tmp_path, {"conftest.py": LATE_GW1, **{f"test_{c}.py": plain_file(c, n=4, sleep=0.25) for c in "abcdef"}})
+    plan = write_plan(tmp_path, [(f"tests/test_{c}.py", [f"tests/test_{c}.py"], 1) for c in "abcdef"])
+    res, _ = run_planned(tmp_path, plan, "-n", "2", python=python, env={"LATE_S": "3"})
+    assert res.returncode == 0, res.stdout + res.stderr
+    rows = where(tmp_path)
+    assert sorted(r["test"] for r in rows) == sorted(f"{c}::{i}" for c in "abcdef" for i in range(4))
+    first = {w: min(r["t"] for r in rows if r["worker"] == w) for w in ("gw0", "gw1")}
+    assert first["gw1"] - first["gw0"] > 2.0, first  # gw0 ran while gw1 was still starting
+    ends = {w: max(r["t"] for r in rows if r["worker"] == w) for w in ("gw0", "gw1")}
+    assert abs(ends["gw0"] - ends["gw1"]) < 1.5, ends  # and the rest was shared out once gw1 came
+
+
+def test_a_worker_starts_once_it_has_collected_not_once_all_have(tmp_path: Path) -> None:
+    _starts_once_collected(tmp_path)
+
+
+@pytest.mark.slow
+def test_a_worker_starts_once_collected_on_the_oldest_supported_pytest(tmp_path: Path) -> None:
+    _starts_once_collected(tmp_path, python=str(make_venv(OLDEST, with_suitefit=True)))
+
+
+def test_a_suite_done_before_the_second_worker_collects_ends_cleanly(tmp_path: Path) -> None:
+    # the first worker runs everything while the second still starts: that one is shut down
+    # without a test, and the run is recorded whole
+    write_suite(tmp_path, {"conftest.py": LATE_GW1, "test_a.py": plain_file("a", n=2),
+                           "test_b.py": plain_file("b", n=2)})
+    plan = write_plan(tmp_path, [("tests/test_a.py", ["tests/test_a.py"], 1), ("tests/test_b.py", ["tests/test_b.py"], 1)])
+    res, _ = run_planned(tmp_path, plan, "-n", "2", env={"LATE_S": "2"})
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "4 passed" in res.stdout
+    assert {r["worker"] for r in where(tmp_path)} == {"gw0"}
+    with History(tmp_path / "h.sqlite") as h:
+        run = h.runs(limit=1)[0]
+    assert (run.status, run.passed, run.failed, run.errors) == ("passed", 4, 0, 0)
 
 
 def test_a_worker_killed_by_sigkill_ends_the_run_naming_the_test(tmp_path: Path) -> None:
@@ -384,7 +437,7 @@ def test_a_chunked_file_runs_on_both_workers_each_test_once(tmp_path: Path) -> N
     # A unit may be a slice of one file's tests (Unit.chunk): the scheduler sends each slice
     # whole, the file's tests run once each, spread over the workers.
     write_suite(tmp_path, {"test_big.py": plain_file("big", n=12, sleep=0.1),
-                           "test_small.py": plain_file("small", n=2)})
+                           "test_small.py": plain_file("small", n=2)}, together=True)
     units = (*tuple(Unit(f"tests/test_big.py[{k}/3]", ("tests/test_big.py",), 1.2, 1.0, chunk=(k, 3)) for k in (1, 2, 3)), Unit("tests/test_small.py", ("tests/test_small.py",), 0.1, 1.0))
     plan = Plan(workers=2, units=units, budget=Budget(20000, 2), predicted_wall_s=1.0, predicted_peak_mb=0.0,
                 reasons=())

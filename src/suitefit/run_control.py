@@ -135,6 +135,7 @@ class RunControl:
         self.sched = SuitefitScheduling(config, log, self.plan, numnodes=numnodes, live=self.live,
                                         journal=self.journal, on_decision=self._decision,
                                         releases=self.release_board() if self.plan.releasable else None)
+        _no_status_over_tests(config, self.sched)
         return self.sched
 
     def _decision(self, kind: str, worker: str, unit: str, reason: str) -> None:
@@ -227,6 +228,21 @@ class RunControl:
         in the history. Left beside it, each run added them for good (a 5,000-file plan is
         megabytes); a plan named by hand is not ours to remove."""
         remove_run_files(self.history.path, self.run_id, self.config.getoption("suitefit_plan", None))
+
+
+def _no_status_over_tests(config: pytest.Config, sched: Any) -> None:
+    """On a terminal xdist rewrites its status line (a carriage return) as each worker
+    collects: a worker that collects after the first has started its tests (the scheduler
+    starts each worker once it has collected) would be written over their progress."""
+    trdist = config.pluginmanager.get_plugin("terminaldistreporter")
+    setstatus = getattr(trdist, "setstatus", None)
+    if setstatus is None:
+        return
+
+    def quiet_once_running(spec: Any, status: Any, *, tests_collected: int, show: bool = True) -> None:
+        setstatus(spec, status, tests_collected=tests_collected, show=show and not sched.started)
+
+    trdist.setstatus = quiet_once_running  # type: ignore[union-attr]
 
 
 def load_plan(path: str) -> Plan:

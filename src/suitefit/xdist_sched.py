@@ -74,6 +74,7 @@ class SuitefitScheduling:
                          baseline_mb=plan.baseline_mb, fixed_mb=plan.fixed_mb,
                          releasable=plan.releasable if releases is not None else (),
                          slow=plan.slow, spread_mb=plan.spread_mb, limit_mb=plan.budget.memory_mb)
+        self.core.expect(numnodes)
         self._t0 = timing.monotonic()
         self.node2collection: dict[Any, list[str]] = {}
         self.node2pending: dict[Any, list[int]] = {}
@@ -101,8 +102,16 @@ class SuitefitScheduling:
 
     @property
     def collection_is_completed(self) -> bool:
-        # once complete it stays complete: nodes leave (finish or die) after collecting
-        return self._scheduled or len(self.node2collection) >= self.numnodes
+        # The first worker's collection is enough to start: each worker is sent its first
+        # unit as soon as it has collected (xdist's own schedulers wait for the last one,
+        # and xdist starts its workers one after another). Once true it stays true: nodes
+        # leave (finish or die) after collecting.
+        return self._scheduled or bool(self.node2collection)
+
+    @property
+    def started(self) -> bool:
+        """Has a test been sent to any worker?"""
+        return bool(self.placement)
 
     @property
     def tests_finished(self) -> bool:
@@ -115,6 +124,10 @@ class SuitefitScheduling:
 
     @property
     def has_pending(self) -> bool:
+        # xdist asks once, at the first collection, to end its status line before any test's
+        # output: as its own schedulers, nothing is pending before the first ``schedule()``
+        if not self._scheduled:
+            return False
         return bool(self.core.pending) or any(self.node2pending.values())
 
     def add_node(self, node: Any) -> None:
@@ -142,8 +155,11 @@ class SuitefitScheduling:
             self.collection = list(collection)
 
     def schedule(self) -> None:
+        """xdist calls this after each worker's collection once ``collection_is_completed``:
+        the first call places the plan; a later one starts the worker that has just collected."""
         assert self.collection_is_completed
         if self._scheduled:
+            self._ask_all()
             return
         self._scheduled = True
         if self.collection is None:
@@ -297,8 +313,9 @@ class SuitefitScheduling:
                 self._ask(node)
 
     def _ask(self, node: Any) -> None:
-        """A node with fewer than two pending tests needs its next unit: the core says which."""
-        if not self._scheduled or node in self._shutdown or node not in self.node2pending:
+        """A node with fewer than two pending tests needs its next unit: the core says which.
+        Not before it has collected: tests are sent as indices into its collection."""
+        if not self._scheduled or node in self._shutdown or node not in self.node2collection:
             return
         self._note_closing()
         while len(self.node2pending[node]) < 2 and node not in self._shutdown:

@@ -361,6 +361,7 @@ class Core:
         self._excess = 0.0  # live memory beyond the prediction (last sample)
         self._low: dict[str, float] = {}  # each worker's lowest live reading
         self._total = self.fixed_mb  # predicted tree: fixed + per worker baseline + peak
+        self._coming = 0  # workers expected but not up yet: their baselines are in ``_total``
         self._blocked: _Slot | None = None  # the first unit in order waiting for memory
         self._backfill: dict[str, float] = {}  # units started beside it -> own memory
         self._stopped = False
@@ -463,11 +464,22 @@ class Core:
 
     # -- events -------------------------------------------------------------------------
 
+    def expect(self, workers: int) -> None:
+        """``workers`` will come up (xdist starts them one after another): their baselines
+        count from now, so that what the first worker is sent leaves room for the others
+        still starting."""
+        more = max(0, int(workers) - len(self._workers) - self._coming)
+        self._coming += more
+        self._total += more * self.baseline_mb
+
     def worker_up(self, name: str) -> None:
         if name not in self._workers:
             w = _Worker(name)
             self._workers[name] = w
-            self._total += self.baseline_mb
+            if self._coming:  # its baseline was counted when it was expected
+                self._coming -= 1
+            else:
+                self._total += self.baseline_mb
             self._see(w)
             self._mark(w)
 
@@ -479,7 +491,7 @@ class Core:
         not mistaken for room). What the controller holds beyond ``fixed_mb`` counts too.
         """
         if not workers_mb:  # no per-worker readings: a started unit may not have grown yet
-            self._excess = max(0.0, float(tree_mb) - self.fixed_mb
+            self._excess = max(0.0, float(tree_mb) - self.fixed_mb - self._coming * self.baseline_mb
                                - sum(self._resting(w) for w in self._workers.values()))
             return
         excess = 0.0
@@ -492,7 +504,8 @@ class Core:
             under = max(0.0, low - self.baseline_mb)
             excess += under + max(0.0, float(mb) - self._visible(w) - under)
         # the rest of the tree: the controller, and workers not measured on their own yet
-        rest = float(tree_mb) - sum(known.values())
+        # (those still starting hold up to the baselines counted for them)
+        rest = float(tree_mb) - sum(known.values()) - self._coming * self.baseline_mb
         # workers not measured on their own count at rest: their started units' predicted
         # memory may not be there yet, and must not be taken for room
         rest -= sum(self._resting(w) for n, w in self._workers.items() if n not in known)
@@ -899,7 +912,7 @@ class Core:
         return ok, total  # (adding nothing never makes anything worse)
 
     def _floor(self) -> float:
-        return self.fixed_mb + len(self._workers) * self.baseline_mb
+        return self.fixed_mb + (len(self._workers) + self._coming) * self.baseline_mb
 
     def _pinned_mb(self, besides: Collection[str] = ()) -> float:
         """Resident memory no order can free: fixtures set up and never released, and what
@@ -1145,7 +1158,7 @@ class Core:
         added = sum(self._fx_mb[f] for f in slot.fx if f not in held and f not in self._releasable)
         if added <= 0:
             return False
-        room = self.budget_mb - self.fixed_mb - len(self._workers) * self.baseline_mb - self._pinned_mb()
+        room = self.budget_mb - self._floor() - self._pinned_mb()
         leasts = self._sorted_least
         lo = bisect.bisect_right(leasts, room - added)
         hi = bisect.bisect_right(leasts, room)
