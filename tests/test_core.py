@@ -136,6 +136,10 @@ def drive(sc: dict) -> tuple[Core, list[tuple[str, Send]], float]:
         fresh = {f for x in core._workers.values() for f in x.resident if f not in core._releasable}
         assert {f for f, n in core._pinned.items() if n} == fresh and all(n >= 0 for n in core._pinned.values())
         assert core._kept_sum == pytest.approx(sum(x.kept_after for x in core._workers.values()))
+        # the predicted tree: every worker up with its queue's peak, and a baseline for each still coming
+        assert core._total == pytest.approx(core.fixed_mb + len(core._coming) * core.baseline_mb + sum(
+            core.baseline_mb + x.peak for x in core._workers.values()), abs=1e-6)
+        assert core._coming == {w for w in names if stage[w] == "coming"}
         pinned = sum(core._fx_mb[f] for f in fresh)
         assert core._pinned_mb() == pytest.approx(pinned + core._kept_sum, abs=1e-6)
         for s in core._slots:  # less what a unit would set up itself
@@ -192,7 +196,7 @@ def drive(sc: dict) -> tuple[Core, list[tuple[str, Send]], float]:
 
     first = names[:1] if sc.get("stagger") else names
     if len(first) < len(names):
-        core.expect(len(names))
+        core.expect(names)
         for w in names[len(first):]:
             stage[w] = "coming"
     for w in first:
@@ -204,9 +208,14 @@ def drive(sc: dict) -> tuple[Core, list[tuple[str, Send]], float]:
         coming = [w for w in names if stage[w] == "coming"]
         if not coming:
             return False
-        stage[coming[0]] = "idle"
-        core.worker_up(coming[0])
-        ask(coming[0])
+        w = coming[0]
+        if len(coming) < len(names) - 1 and rng.random() < 0.1:  # it dies before it is up
+            stage[w] = "down"
+            core.worker_down(w)
+            return True
+        stage[w] = "idle"
+        core.worker_up(w)
+        ask(w)
         return True
 
     steps = 0
@@ -738,31 +747,51 @@ def test_adapter_places_every_test_once_and_units_whole(sc: dict, tests_per_file
                 predicted_wall_s=0, predicted_peak_mb=0, reasons=(), fixtures=tuple(sc["fx"]),
                 baseline_mb=sc["baseline"], fixed_mb=sc["fixed"], spread_mb=sc["spread"])
     live = {"tree": sc["fixed"] + sc["workers"] * sc["baseline"]}
-    sched = SuitefitScheduling(None, None, plan, numnodes=sc["workers"],
+    reported: list[object] = []  # a collection that differs is reported as a failed collection
+    config = SimpleNamespace(hook=SimpleNamespace(pytest_collectreport=lambda report: reported.append(report)))
+    sched = SuitefitScheduling(config, lambda *a: None, plan, numnodes=sc["workers"],
                                live=lambda: (live["tree"] * rng.uniform(0.8, 1.2), {}))
     nodes = [FakeNode(f"gw{i}", collected=False) for i in range(sc["workers"])]
-    # xdist: each node is added once up, then its collection comes, then ``schedule()``;
-    # staggered, the first starts its tests while the others have not collected yet
-    coming = list(nodes)
+    # xdist: a node is added once it is ready, its collection comes later, then ``schedule()``;
+    # staggered, the first starts its tests while the others have not collected yet (and a
+    # later one may have collected something else: it is ended, and runs nothing)
+    coming, ready_only, odd = list(nodes), [], []
 
-    def collect_next() -> None:
+    def up_next() -> None:
         n = coming.pop(0)
         sched.add_node(n)
-        sched.add_node_collection(n, collection)
-        n.collected = True
+        ready_only.append(n)
+
+    def collect_next() -> None:
+        n = ready_only.pop(0)
+        if sc["stagger"] and n is not nodes[0] and rng.random() < 0.1:
+            odd.append(n)
+            sched.add_node_collection(n, [*collection, "tests/test_extra.py::t"])
+        else:
+            sched.add_node_collection(n, collection)
+            n.collected = True
         if sched.collection_is_completed:
             sched.schedule()
 
+    def advance() -> None:  # the next node comes up, or the next one up collects
+        if ready_only and (not coming or rng.random() < 0.5):
+            collect_next()
+        else:
+            up_next()
+
     if sc["stagger"]:
+        up_next()
+        if coming:
+            up_next()
         collect_next()
         assert sched.collection_is_completed, "the first worker waits for the others to collect"
     else:
-        while coming:
-            collect_next()
+        while coming or ready_only:
+            advance()
     done: list[int] = []
     for _ in range(20_000):
-        if coming and (rng.random() < 0.2 or sched.tests_finished):
-            collect_next()
+        if (coming or ready_only) and (rng.random() < 0.2 or sched.tests_finished):
+            advance()
             continue
         if sched.tests_finished:
             break
@@ -776,8 +805,8 @@ def test_adapter_places_every_test_once_and_units_whole(sc: dict, tests_per_file
         # a node runs its first pending test only if it knows the next one, or is shut down
         ready = [n for n in nodes if n in sched.node2pending and
                  (len(sched.node2pending[n]) >= 2 or (sched.node2pending[n] and n.down))]
-        if not ready and coming:  # the others wait for a worker still starting
-            collect_next()
+        if not ready and (coming or ready_only):  # the others wait for a worker still starting
+            advance()
             continue
         assert ready, "deadlock: every node holds its last test and none was shut down"
         n = rng.choice(ready)
@@ -785,6 +814,8 @@ def test_adapter_places_every_test_once_and_units_whole(sc: dict, tests_per_file
         sched.mark_test_complete(n, i)
         done.append(i)
     assert sched.tests_finished
+    assert all(n.down and not n.sent for n in odd), "a worker that collected something else ran tests"
+    assert len(reported) == len(odd)
     sent = Counter(i for n in nodes for i in n.sent)
     assert set(sent) == set(range(len(collection))) and set(sent.values()) == {1}
     homes = {}
@@ -800,6 +831,27 @@ def test_adapter_places_every_test_once_and_units_whole(sc: dict, tests_per_file
         for u in units:
             mine = [f for f in firsts if f in u.files]
             assert mine == [f for f in u.files if f in mine]
+
+
+def test_a_worker_still_collecting_is_not_taken_for_a_free_one() -> None:
+    # gw0 has collected and holds its one-test unit's only test; gw1 is up but still
+    # collecting. A free worker would be left the long units (gw0 would take the shortest);
+    # one that has not collected is not free: gw0 takes the next longest.
+    units = [Unit(f"tests/test_{i}.py", (f"tests/test_{i}.py",), float(10 - i), 1.0, last_s=float(10 - i))
+             for i in range(5)]
+    collection = [f"{u.files[0]}::t" for u in units]
+    sched = SuitefitScheduling(None, None, _plan(units), numnodes=2, live=lambda: (0.0, {}))
+    gw0, gw1 = FakeNode("gw0", collected=False), FakeNode("gw1", collected=False)
+    sched.add_node(gw0)
+    sched.add_node(gw1)
+    sched.add_node_collection(gw0, collection)
+    gw0.collected = True
+    sched.schedule()
+    assert sched.placement == {"gw0": ["tests/test_0.py", "tests/test_1.py"]}
+    sched.add_node_collection(gw1, collection)
+    gw1.collected = True
+    sched.schedule()
+    assert sched.placement["gw1"] == ["tests/test_2.py", "tests/test_3.py"]
 
 
 @pytest.mark.parametrize("budget", [None, 700.0])

@@ -179,8 +179,20 @@ def test_a_terminal_shows_pytests_lines_suitefits_lines_and_one_live_line(tmp_pa
 
 LATE_GW1 = """
 import os, time
-if os.environ.get("PYTEST_XDIST_WORKER") == "gw1":
-    time.sleep(2)  # the second worker collects once the first has run tests
+from pathlib import Path
+import pytest
+
+MARK = Path(os.environ["LATE_MARK"])
+if os.environ.get("PYTEST_XDIST_WORKER") == "gw1":  # it collects once the other has run a test
+    end = time.monotonic() + 20
+    while not MARK.exists() and time.monotonic() < end:
+        time.sleep(0.02)
+
+
+@pytest.fixture(autouse=True)
+def _ran():
+    yield
+    MARK.touch()
 """
 
 
@@ -204,13 +216,13 @@ def test_a_worker_that_collects_after_tests_began_writes_no_status_over_them(tmp
     (tmp_path / "plan.json").write_text(json.dumps(plan.to_json()))
     cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "2", "--suitefit", "--suitefit-progress=off",
            f"--suitefit-history={tmp_path / 'h.sqlite'}", f"--suitefit-plan={tmp_path / 'plan.json'}"]
-    rc, _, screen = run_on_terminal(cmd, tmp_path, _env())
+    rc, _, screen = run_on_terminal(cmd, tmp_path, {**_env(), "LATE_MARK": str(tmp_path / "ran")})
     text = "\n".join(screen)
     assert rc == 0, text
     with History(tmp_path / "h.sqlite") as h:
         run = h.runs(limit=1)[0]
         began = {w: min(t.started for t in h.tests(run.id) if t.worker == w) for w in ("gw0", "gw1")}
-    assert began["gw1"] - began["gw0"] > 1.0, began  # the case: gw0 ran tests before gw1 collected
+    assert began["gw1"] - began["gw0"] > 0.1, began  # the case: gw0 ran a test before gw1 collected
     dotted = [ln for ln in screen if re.search(r"(^|\s)\.+(\s|$)", ln)]
     assert sum(len(re.findall(r"(?<![\w.])\.+(?=\s|$)", ln)[0]) for ln in dotted) == 48, text  # every dot
     assert not any("worker" in ln for ln in dotted), text  # no status line over them

@@ -74,7 +74,9 @@ class SuitefitScheduling:
                          baseline_mb=plan.baseline_mb, fixed_mb=plan.fixed_mb,
                          releasable=plan.releasable if releases is not None else (),
                          slow=plan.slow, spread_mb=plan.spread_mb, limit_mb=plan.budget.memory_mb)
-        self.core.expect(numnodes)
+        # xdist names the workers of ``-n N`` gw0..gw{N-1}; each is up in the core once it has
+        # collected (its first ``want``), its baseline counted from the start
+        self.core.expect(f"gw{i}" for i in range(numnodes))
         self._t0 = timing.monotonic()
         self.node2collection: dict[Any, list[str]] = {}
         self.node2pending: dict[Any, list[int]] = {}
@@ -131,11 +133,12 @@ class SuitefitScheduling:
         return bool(self.core.pending) or any(self.node2pending.values())
 
     def add_node(self, node: Any) -> None:
+        # Not up in the core yet: a worker that has not collected is not free for work (the
+        # core would count it as idle, and leave it the long units); it is once it asks.
         assert node not in self.node2pending
         self.node2pending[node] = []
         self.node2units[node] = deque()
         self._by_id[node.gateway.id] = node
-        self.core.worker_up(node.gateway.id)
 
     def add_node_collection(self, node: Any, collection: Sequence[str]) -> None:
         if self.collection is not None and list(collection) != self.collection:
@@ -149,6 +152,9 @@ class SuitefitScheduling:
             self.config.hook.pytest_collectreport(
                 report=pytest.CollectReport(nodeid=node.gateway.id, outcome="failed", longrepr=msg, result=[])
             )
+            # it runs nothing: it ends now rather than hold its memory idle until the run's end
+            self._shutdown.add(node)
+            node.shutdown()
             return
         self.node2collection[node] = list(collection)
         if self.collection is None:

@@ -361,7 +361,7 @@ class Core:
         self._excess = 0.0  # live memory beyond the prediction (last sample)
         self._low: dict[str, float] = {}  # each worker's lowest live reading
         self._total = self.fixed_mb  # predicted tree: fixed + per worker baseline + peak
-        self._coming = 0  # workers expected but not up yet: their baselines are in ``_total``
+        self._coming: set[str] = set()  # workers expected, not up yet: their baselines are in ``_total``
         self._blocked: _Slot | None = None  # the first unit in order waiting for memory
         self._backfill: dict[str, float] = {}  # units started beside it -> own memory
         self._stopped = False
@@ -464,20 +464,21 @@ class Core:
 
     # -- events -------------------------------------------------------------------------
 
-    def expect(self, workers: int) -> None:
-        """``workers`` will come up (xdist starts them one after another): their baselines
-        count from now, so that what the first worker is sent leaves room for the others
-        still starting."""
-        more = max(0, int(workers) - len(self._workers) - self._coming)
-        self._coming += more
-        self._total += more * self.baseline_mb
+    def expect(self, names: Iterable[str]) -> None:
+        """The workers ``names`` will come up (xdist starts them one after another, and each
+        is up once it has collected): their baselines count from now, so that what the first
+        is sent leaves room for the others still starting. A worker of another name (one
+        xdist starts in place of a dead one) takes no such place."""
+        more = {n for n in names if n not in self._workers} - self._coming
+        self._coming |= more
+        self._total += len(more) * self.baseline_mb
 
     def worker_up(self, name: str) -> None:
         if name not in self._workers:
             w = _Worker(name)
             self._workers[name] = w
-            if self._coming:  # its baseline was counted when it was expected
-                self._coming -= 1
+            if name in self._coming:  # its baseline was counted when it was expected
+                self._coming.discard(name)
             else:
                 self._total += self.baseline_mb
             self._see(w)
@@ -490,11 +491,18 @@ class Core:
         the unit it has started; a unit sent but not started shows nothing yet (so it is
         not mistaken for room). What the controller holds beyond ``fixed_mb`` counts too.
         """
+        # a worker still starting holds up to the baseline counted for it (``expect``)
+        coming_mb = len(self._coming) * self.baseline_mb
         if not workers_mb:  # no per-worker readings: a started unit may not have grown yet
-            self._excess = max(0.0, float(tree_mb) - self.fixed_mb - self._coming * self.baseline_mb
+            self._excess = max(0.0, float(tree_mb) - self.fixed_mb - coming_mb
                                - sum(self._resting(w) for w in self._workers.values()))
             return
         excess = 0.0
+        starting = {n: float(mb) for n, mb in workers_mb.items() if n in self._coming}
+        excess += sum(max(0.0, mb - self.baseline_mb) for mb in starting.values())
+        # the rest of them, not read on their own yet (xdist has not said their pid): in the
+        # rest of the tree, where up to their baselines is theirs
+        coming_mb -= len(starting) * self.baseline_mb
         known = {n: float(mb) for n, mb in workers_mb.items() if n in self._workers}
         for name, mb in known.items():
             w = self._workers[name]
@@ -504,8 +512,7 @@ class Core:
             under = max(0.0, low - self.baseline_mb)
             excess += under + max(0.0, float(mb) - self._visible(w) - under)
         # the rest of the tree: the controller, and workers not measured on their own yet
-        # (those still starting hold up to the baselines counted for them)
-        rest = float(tree_mb) - sum(known.values()) - self._coming * self.baseline_mb
+        rest = float(tree_mb) - sum(known.values()) - sum(starting.values()) - coming_mb
         # workers not measured on their own count at rest: their started units' predicted
         # memory may not be there yet, and must not be taken for room
         rest -= sum(self._resting(w) for n, w in self._workers.items() if n not in known)
@@ -579,6 +586,9 @@ class Core:
         self._cheap.pop(name, None)
         self._busy.discard(name)
         if w is None:
+            if name in self._coming:  # gone before it was up: its place is free
+                self._coming.discard(name)
+                self._total -= self.baseline_mb
             return []
         self._shown -= w.visible
         self._pin(w.resident, -1)
@@ -912,7 +922,7 @@ class Core:
         return ok, total  # (adding nothing never makes anything worse)
 
     def _floor(self) -> float:
-        return self.fixed_mb + (len(self._workers) + self._coming) * self.baseline_mb
+        return self.fixed_mb + (len(self._workers) + len(self._coming)) * self.baseline_mb
 
     def _pinned_mb(self, besides: Collection[str] = ()) -> float:
         """Resident memory no order can free: fixtures set up and never released, and what
