@@ -229,6 +229,27 @@ def test_a_suite_done_before_the_second_worker_collects_ends_cleanly(tmp_path: P
     assert (run.status, run.passed, run.failed, run.errors) == ("passed", 4, 0, 0)
 
 
+def test_a_worker_that_collects_other_tests_is_reported_and_ended(tmp_path: Path) -> None:
+    # The first collection is the run's: a worker that collects something else is reported
+    # (as xdist reports it) and ended, and the others run theirs. Before, the scheduler
+    # waited for every worker's collection to agree, and the run hung.
+    write_suite(tmp_path, {"test_a.py": plain_file("a", n=2), "test_b.py": """
+        import os, pytest
+        from where import record
+        @pytest.mark.parametrize("i", range(3 if os.environ.get("PYTEST_XDIST_WORKER") == "gw1" else 2))
+        def test_x(i):
+            record("b::" + str(i))
+        """})
+    plan = write_plan(tmp_path, [("tests/test_a.py", ["tests/test_a.py"], 1), ("tests/test_b.py", ["tests/test_b.py"], 1)])
+    res, _ = run_planned(tmp_path, plan, "-n", "2", timeout=60)
+    out = res.stdout + res.stderr
+    assert res.returncode == 1, out
+    assert "Different tests were collected between" in out, out
+    rows = where(tmp_path)
+    (ran_on,) = {r["worker"] for r in rows}  # one worker ran, the other was ended
+    assert len(rows) == (5 if ran_on == "gw1" else 4), rows
+
+
 def test_a_worker_killed_by_sigkill_ends_the_run_naming_the_test(tmp_path: Path) -> None:
     write_suite(tmp_path, {
         "test_die.py": """
