@@ -689,6 +689,33 @@ def test_memory_a_worker_gives_back_later_was_not_kept(tmp_path: Path) -> None:
     assert sum(kept.values()) == pytest.approx(baselines[-1] - min(baselines))  # still the worker's growth
 
 
+def test_a_worker_whose_first_file_was_the_serial_runs_last_still_tells_the_warm_up(tmp_path: Path) -> None:
+    """The serial run's last file has no kept memory read (no file after it). A worker of a
+    run with workers that starts with it took the warm-up there, with nothing to set it
+    against: counted as a worker anyway, its warm-up read as nothing and halved the estimate
+    (a calibration in CI, 40 MiB against 80). The truth here: a 30 MiB warm-up, files 0 and
+    5 keep 10 and 20 MiB of their own."""
+    paths = [f"tests/test_{i}.py" for i in range(8)]
+    files = {p: SynthFile(p, 1.0) for p in paths}
+    serial = SynthRun(_one_worker(files), files)
+    two = SynthRun({"gw0": [paths[i] for i in (2, 3, 5, 6)], "gw1": [paths[i] for i in (7, 0, 1, 4)]},
+                   files, kind="run")
+    write_history(tmp_path / "h.sqlite", [serial, two])
+    starts = {
+        **{(1, p): b for p, b in zip(paths, [100, 140, 140, 140, 140, 140, 160, 160], strict=True)},
+        **{(2, paths[i]): b for i, b in ((2, 100), (3, 130), (5, 130), (6, 150))},
+        **{(2, paths[i]): b for i, b in ((7, 100), (0, 130), (1, 140), (4, 140))},
+    }
+    import sqlite3
+
+    with sqlite3.connect(tmp_path / "h.sqlite") as db:
+        db.executemany("UPDATE files SET baseline_mb = ? WHERE run_id = ? AND path = ?",
+                       [(b, r, p) for (r, p), b in starts.items()])
+    with History(tmp_path / "h.sqlite") as h:
+        cm = build_cost_model(h)
+    assert cm.worker.warmup_mb == pytest.approx(30.0, abs=0.5)
+
+
 def test_every_worker_warms_up_and_plans_start_each_worker_with_it(tmp_path: Path) -> None:
     """A worker keeps some memory over its first files whatever they are (caches, lazy
     imports): a serial run puts it on its first file once, a run with two workers on each

@@ -712,7 +712,10 @@ def _warm_up(rows: Sequence[Sequence[Any]], kept: Mapping[tuple[int, str], float
     sides: dict[int, set[str]] = {}  # run with workers -> its files that kept, in the serial run too
     workers: dict[int, int] = {}
     for (r, _), ps in seqs.items():
-        if n_of.get(r, 0) >= 2 and (r, ps[0]) in kept:
+        # a worker counts with its first file read in the serial run too: that file took the
+        # warm-up, and with no serial figure to set it against (the serial run's last file,
+        # whose kept memory no next file read) the worker's warm-up would count as nothing
+        if n_of.get(r, 0) >= 2 and (r, ps[0]) in kept and (serial, ps[0]) in kept:
             workers[r] = workers.get(r, 0) + 1
             sides.setdefault(r, set()).update(p for p in ps if (r, p) in kept and (serial, p) in kept)
     kept_there = {r: (sum(kept[(r, p)] for p in ps), ps) for r, ps in sides.items() if ps}
