@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from plan_synth import SynthFile, SynthFixture, SynthRun, pool_suite, write_hist
 from suitefit.config import load_config
 from suitefit.costs import build_cost_model, load_cost_model
 from suitefit.history import History
+from suitefit.model import CostModel
 
 
 def _one_worker(files: dict[str, SynthFile]) -> dict[str, list[str]]:
@@ -689,30 +691,39 @@ def test_memory_a_worker_gives_back_later_was_not_kept(tmp_path: Path) -> None:
     assert sum(kept.values()) == pytest.approx(baselines[-1] - min(baselines))  # still the worker's growth
 
 
+WARM_PATHS = [f"tests/test_{i}.py" for i in range(8)]
+
+
+def _warm_up_model(path: Path, gw1: Sequence[int] | None) -> CostModel:
+    """The model of a serial run of ``WARM_PATHS`` and, unless ``gw1`` is None, a run with two
+    workers: gw0 runs files 2, 3, 5, 6 and gw1 the files ``gw1``, in order. The truth: a 30 MiB
+    warm-up, and files 0 and 5 keep 10 and 20 MiB of their own (each file's baseline as it
+    began is written in: (run, path) -> MiB)."""
+    import sqlite3
+
+    paths = WARM_PATHS
+    files = {p: SynthFile(p, 1.0) for p in paths}
+    runs = [SynthRun(_one_worker(files), files)]
+    starts = {(1, p): b for p, b in zip(paths, [100, 140, 140, 140, 140, 140, 160, 160], strict=True)}
+    if gw1 is not None:
+        runs.append(SynthRun({"gw0": [paths[i] for i in (2, 3, 5, 6)], "gw1": [paths[i] for i in gw1]},
+                             files, kind="run"))
+        starts.update({(2, paths[i]): b for i, b in ((2, 100), (3, 130), (5, 130), (6, 150))})
+        starts.update({(2, paths[i]): b for i, b in zip(gw1, (100, 130, 140, 140), strict=True)})
+    write_history(path, runs)
+    with sqlite3.connect(path) as db:
+        db.executemany("UPDATE files SET baseline_mb = ? WHERE run_id = ? AND path = ?",
+                       [(b, r, p) for (r, p), b in starts.items()])
+    with History(path) as h:
+        return build_cost_model(h)
+
+
 def test_a_worker_whose_first_file_was_the_serial_runs_last_still_tells_the_warm_up(tmp_path: Path) -> None:
     """The serial run's last file has no kept memory read (no file after it). A worker of a
     run with workers that starts with it took the warm-up there, with nothing to set it
     against: counted as a worker anyway, its warm-up read as nothing and halved the estimate
-    (a calibration in CI, 40 MiB against 80). The truth here: a 30 MiB warm-up, files 0 and
-    5 keep 10 and 20 MiB of their own."""
-    paths = [f"tests/test_{i}.py" for i in range(8)]
-    files = {p: SynthFile(p, 1.0) for p in paths}
-    serial = SynthRun(_one_worker(files), files)
-    two = SynthRun({"gw0": [paths[i] for i in (2, 3, 5, 6)], "gw1": [paths[i] for i in (7, 0, 1, 4)]},
-                   files, kind="run")
-    write_history(tmp_path / "h.sqlite", [serial, two])
-    starts = {
-        **{(1, p): b for p, b in zip(paths, [100, 140, 140, 140, 140, 140, 160, 160], strict=True)},
-        **{(2, paths[i]): b for i, b in ((2, 100), (3, 130), (5, 130), (6, 150))},
-        **{(2, paths[i]): b for i, b in ((7, 100), (0, 130), (1, 140), (4, 140))},
-    }
-    import sqlite3
-
-    with sqlite3.connect(tmp_path / "h.sqlite") as db:
-        db.executemany("UPDATE files SET baseline_mb = ? WHERE run_id = ? AND path = ?",
-                       [(b, r, p) for (r, p), b in starts.items()])
-    with History(tmp_path / "h.sqlite") as h:
-        cm = build_cost_model(h)
+    (a calibration in CI, 40 MiB against 80)."""
+    cm = _warm_up_model(tmp_path / "h.sqlite", gw1=(7, 0, 1, 4))
     assert cm.worker.warmup_mb == pytest.approx(30.0, abs=0.5)
 
 
@@ -720,26 +731,9 @@ def test_every_worker_warms_up_and_plans_start_each_worker_with_it(tmp_path: Pat
     """A worker keeps some memory over its first files whatever they are (caches, lazy
     imports): a serial run puts it on its first file once, a run with two workers on each
     one's first file. Read from the serial run alone, it was planned once in all (pytest's own
-    suite: planned at 456 MiB after its profile, 569-581 MiB measured). Here the truth is a
-    30 MiB warm-up, and files 0 and 5 keep 10 and 20 MiB of their own."""
-    paths = [f"tests/test_{i}.py" for i in range(8)]
-    files = {p: SynthFile(p, 1.0) for p in paths}
-    serial = SynthRun(_one_worker(files), files)
-    order = {"gw0": [paths[i] for i in (2, 3, 5, 6)], "gw1": [paths[i] for i in (4, 0, 1, 7)]}
-    two = SynthRun(order, files, kind="run")
-    write_history(tmp_path / "h.sqlite", [serial, two])
-    starts = {  # each file's baseline as it began: (run, path) -> MiB
-        **{(1, p): b for p, b in zip(paths, [100, 140, 140, 140, 140, 140, 160, 160], strict=True)},
-        **{(2, paths[i]): b for i, b in ((2, 100), (3, 130), (5, 130), (6, 150))},
-        **{(2, paths[i]): b for i, b in ((4, 100), (0, 130), (1, 140), (7, 140))},
-    }
-    import sqlite3
-
-    with sqlite3.connect(tmp_path / "h.sqlite") as db:
-        db.executemany("UPDATE files SET baseline_mb = ? WHERE run_id = ? AND path = ?",
-                       [(b, r, p) for (r, p), b in starts.items()])
-    with History(tmp_path / "h.sqlite") as h:
-        cm = build_cost_model(h)
+    suite: planned at 456 MiB after its profile, 569-581 MiB measured)."""
+    paths = WARM_PATHS
+    cm = _warm_up_model(tmp_path / "h.sqlite", gw1=(4, 0, 1, 7))
     assert cm.worker.warmup_mb == pytest.approx(30.0, abs=0.5)
     kept = {fc.path: fc.kept_mb for fc in cm.files}
     assert kept[paths[0]] == pytest.approx(10.0, abs=0.5)  # not 40 in the serial run, 10 beside
@@ -756,12 +750,7 @@ def test_every_worker_warms_up_and_plans_start_each_worker_with_it(tmp_path: Pat
     assert plan.predicted_peak_mb >= plan.fixed_mb + 2 * (cm.worker.baseline_mb + 30.0) + 20.0 - 1.0
 
     # without a run with workers, nothing tells a warm-up from the first file's own memory
-    write_history(tmp_path / "s.sqlite", [serial])
-    with sqlite3.connect(tmp_path / "s.sqlite") as db:
-        db.executemany("UPDATE files SET baseline_mb = ? WHERE run_id = ? AND path = ?",
-                       [(b, r, p) for (r, p), b in starts.items() if r == 1])
-    with History(tmp_path / "s.sqlite") as h:
-        alone = build_cost_model(h)
+    alone = _warm_up_model(tmp_path / "s.sqlite", gw1=None)
     assert alone.worker.warmup_mb == 0.0
     assert {fc.path: fc.kept_mb for fc in alone.files}[paths[0]] == pytest.approx(40.0)
 

@@ -65,7 +65,6 @@ class SuitefitScheduling:
         self.config = config
         self.log = log
         self.plan = plan
-        self.numnodes = numnodes
         self.live = live
         self.journal = journal
         self.on_decision = on_decision or (lambda *a: None)

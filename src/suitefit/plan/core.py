@@ -492,17 +492,12 @@ class Core:
         not mistaken for room). What the controller holds beyond ``fixed_mb`` counts too.
         """
         # a worker still starting holds up to the baseline counted for it (``expect``)
-        coming_mb = len(self._coming) * self.baseline_mb
         if not workers_mb:  # no per-worker readings: a started unit may not have grown yet
-            self._excess = max(0.0, float(tree_mb) - self.fixed_mb - coming_mb
+            self._excess = max(0.0, float(tree_mb) - self.fixed_mb - len(self._coming) * self.baseline_mb
                                - sum(self._resting(w) for w in self._workers.values()))
             return
-        excess = 0.0
         starting = {n: float(mb) for n, mb in workers_mb.items() if n in self._coming}
-        excess += sum(max(0.0, mb - self.baseline_mb) for mb in starting.values())
-        # the rest of them, not read on their own yet (xdist has not said their pid): in the
-        # rest of the tree, where up to their baselines is theirs
-        coming_mb -= len(starting) * self.baseline_mb
+        excess = sum(max(0.0, mb - self.baseline_mb) for mb in starting.values())
         known = {n: float(mb) for n, mb in workers_mb.items() if n in self._workers}
         for name, mb in known.items():
             w = self._workers[name]
@@ -512,7 +507,9 @@ class Core:
             under = max(0.0, low - self.baseline_mb)
             excess += under + max(0.0, float(mb) - self._visible(w) - under)
         # the rest of the tree: the controller, and workers not measured on their own yet
-        rest = float(tree_mb) - sum(known.values()) - sum(starting.values()) - coming_mb
+        # (those still starting whose pid xdist has not said hold up to their baselines there)
+        rest = (float(tree_mb) - sum(known.values()) - sum(starting.values())
+                - (len(self._coming) - len(starting)) * self.baseline_mb)
         # workers not measured on their own count at rest: their started units' predicted
         # memory may not be there yet, and must not be taken for room
         rest -= sum(self._resting(w) for n, w in self._workers.items() if n not in known)
