@@ -182,6 +182,48 @@ def _pool_project(root: Path) -> None:
     (root / "tests" / "test_t.py").write_text(BRIEF)  # runs before test_u0.py
 
 
+BRIEF_LAST = "import subprocess\n\ndef test_brief_last():\n    subprocess.Popen(['sleep', '0.3'])\n"
+POOL_LAST = """
+from poolhelp import pool, work
+
+def test_starts_the_pool_last():
+    assert pool().map(work, range(2)) == [0, 2]
+"""
+
+
+def test_a_subprocess_ending_a_moment_after_its_file_is_no_pool_but_one_left_by_the_last_file_is(
+        tmp_path: Path) -> None:
+    """A `sleep 0.3` that outlives a 10 ms next file, and one started by the session's last file,
+    end by themselves: their files use no pool (CI once counted the second: the session ended
+    before it did). A pool the last file starts and leaves is one, with its processes."""
+    from suitefit import kept
+    from suitefit.history import History
+
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "pyproject.toml").write_text('[tool.pytest.ini_options]\ntestpaths = ["tests"]\n'
+                                             'pythonpath = ["tests"]\n')
+    (tmp_path / "tests" / "poolhelp.py").write_text(POOL_HELP.replace("POOL_MB", str(POOL_MB)))
+    (tmp_path / "tests" / "test_a.py").write_text(BRIEF.replace("0.2", "0.3"))
+    (tmp_path / "tests" / "test_b.py").write_text("import time\n\ndef test_b():\n    time.sleep(0.01)\n")
+    (tmp_path / "tests" / "test_c.py").write_text("def test_c():\n    pass\n")
+    (tmp_path / "tests" / "test_z.py").write_text(BRIEF_LAST)
+
+    def users(*files: str) -> tuple[set[str], int]:
+        res = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--suitefit", *files],
+                             cwd=tmp_path, capture_output=True, text=True)
+        assert res.returncode == 0, res.stdout + res.stderr
+        with History(tmp_path / ".suitefit" / "history.sqlite") as h:
+            run_id = h.runs()[0].id
+            rows = [r for r in h.fixtures(run_id) if r.name == kept.NAME]
+            files = set(h.fixture_files(run_id).get(kept.NAME, []))
+        return files, max((r.procs for r in rows), default=0)
+
+    assert users() == (set(), 0)
+    (tmp_path / "tests" / "test_zz.py").write_text(POOL_LAST)
+    files, procs = users()
+    assert files == {"tests/test_zz.py"} and procs >= 2, (files, procs)
+
+
 @pytest.mark.parametrize("pair", [None, pytest.param(OLDEST, marks=pytest.mark.slow)],
                          ids=lambda p: "current" if p is None else "oldest")
 def test_a_pool_tests_leave_running_is_counted_on_every_worker_that_uses_it(

@@ -77,6 +77,10 @@ def _new_phases() -> list[Any]:
 
 
 REASON_CHARS = 300
+# How long a process a file's tests started must outlive that file to count as kept (a pool),
+# not as a subprocess ending a moment late (a `sleep 0.2` outlived a 10 ms next file, and under
+# load, the session's end right after its file: CI counted its file as a pool user)
+KEPT_AFTER_S = 0.5
 
 
 def short_reason(report: Any) -> str | None:
@@ -166,6 +170,24 @@ def outcome_of(outcome: str, report: pytest.TestReport) -> str:
     return outcome
 
 
+def _wait_gone(pids: list[int], until: float) -> None:
+    """Until ``until`` (monotonic) at most, wait for ``pids`` to end (or turn zombies)."""
+    while pids and timing.monotonic() < until:
+        pids = [p for p in pids if proctree.proc_cpu_ticks(p) is not None]
+        if pids:
+            timing.sleep(min(0.02, max(0.0, until - timing.monotonic())))
+
+
+@dataclass
+class _Left:
+    """A process a file's tests started and left running, until it shows whether it is kept."""
+
+    starter: str | None  # the file that started it; None once that file is counted as a user
+    ended: float  # when that file ended (monotonic)
+    ticks: int = -1  # its CPU clock ticks when last read
+    users: set[str] = field(default_factory=set)  # files it ran during before it counted
+
+
 @dataclass
 class _FixtureState:
     """What a worker has seen of one fixture so far."""
@@ -212,10 +234,9 @@ class WorkerRecorder:
         self._deselected: set[str] = set()  # files some of whose tests were deselected
         self._last_flush = self._tick_at = timing.monotonic()
         self.started_by: dict[int, str] = {}  # pid -> the test or fixture that started it
-        # Processes tests started and left running (``suitefit.kept``): pid -> [its CPU ticks
-        # when last read (-1: not yet), the file that started it until that file is counted];
-        # the files that started or ran them; their most MiB and processes
-        self._kept: dict[int, list[Any]] = {}
+        # Processes tests started and left running (``suitefit.kept``); the files that started
+        # or ran them; their most MiB and processes
+        self._kept: dict[int, _Left] = {}
         self._by_tests: list[int] = []  # what this file's tests started, looked at its end
         self._kept_users: set[str] = set()
         self._kept_mb = 0.0
@@ -495,30 +516,40 @@ class WorkerRecorder:
     def _note_kept(self, path: str | None) -> None:
         """At a file's end (``path``; None: the session's): which processes tests started still
         run, and which files use them (``suitefit.kept``)? A process counts once it has outlived
-        the file after the one that started it (or lasted to the session's end): a test's
-        subprocess that ends a moment later is no pool. Its starter is then a user, as is every
-        file during which one of them ran (its CPU ticks grew). Per file, only once tests have
-        started processes: a few /proc reads."""
+        the file that started it by ``KEPT_AFTER_S``: a test's subprocess that ends a moment
+        later is no pool, however short the next file is. At the session's end the last ones
+        are waited for (that long at most, and only while one is left). Its starter is then a
+        user, as is every file during which one of them ran (its CPU ticks grew). Per file,
+        only once tests have started processes: a few /proc reads."""
+        now = timing.monotonic()
         for p in self._by_tests:
-            self._kept.setdefault(p, [-1, path])
+            self._kept.setdefault(p, _Left(path, now))
         self._by_tests = []
+        if path is None:
+            young = {p: k.ended for p, k in self._kept.items() if k.starter is not None}
+            if young:
+                _wait_gone(list(young), max(young.values()) + KEPT_AFTER_S)
+            now = timing.monotonic()
         used = False
         mb = 0.0
         alive = 0
         for p, k in list(self._kept.items()):
-            before, starter = k
             ticks = proctree.proc_cpu_ticks(p)
             rss = proctree.rss_mb(p) if ticks is not None else 0.0
             if ticks is None or rss <= 0:  # gone
                 del self._kept[p]
                 continue
-            k[0] = ticks
-            if before < 0 and path is not None:
-                continue  # started by this file: kept if it outlives the next one
-            if starter is not None:
-                self._kept_users.add(starter)
-                k[1] = None
-            used = used or 0 <= before < ticks
+            ran = 0 <= k.ticks < ticks
+            k.ticks = ticks
+            if k.starter is not None:
+                if now - k.ended < KEPT_AFTER_S:
+                    if ran and path is not None:
+                        k.users.add(path)
+                    continue  # not yet known to be kept
+                self._kept_users.add(k.starter)
+                self._kept_users.update(k.users)
+                k.starter = None
+            used = used or ran
             mb += rss
             alive += 1
         if used and path is not None:
