@@ -17,7 +17,8 @@ The starting command rotates each round, so no command always follows the same o
 Targets (issue #3): on pool-heavy and pool-heavy-30, suitefit's median wall <= 0.9x the
 best xdist mode's (issue 12 asks 0.92x) and its median peak <= 0.7x loadfile's; on the other shapes, suitefit's median wall no
 more than the measured noise above the best xdist mode's; in the budget case, every
-peak inside the budget and the median wall below serial's.
+peak inside the budget and the median wall no slower than serial's (its noise allowed:
+a budget with room for one worker only runs serial pytest).
 
     .venv/bin/python benchmarks/bench_run.py [--shapes pool-heavy,hog-heavy,many-small]
         [--scale 0.5] [--rounds 3] [--workers N] [--keep DIR] [--json OUT] [--bytecode cached|as-is|installed]
@@ -279,8 +280,10 @@ def _budget_checks(sr: ShapeRun, rows: list[tuple[str, ...]], ratio_rows: list[t
         return _text(sr, rows, ratio_rows, checks), checks
     bw = med(s["budget"].wall) / med(s["serial"].wall)
     bnoise = max(s["budget"].noise(), s["serial"].noise())
-    checks.append(("budget: wall < serial", bw < 1.0,
-                   f"{bw:.2f}x serial ({'beyond' if bw < 1 - bnoise else 'within'} the noise {bnoise:.0%})"))
+    # issue 12: "no slower than serial". Where the budget leaves room for one worker only,
+    # suitefit runs serial pytest plus its own start: the same wall, within the noise
+    checks.append((f"budget: wall no slower than serial + noise {bnoise:.0%}", bw <= 1.0 + bnoise,
+                   f"{bw:.2f}x serial ({'below it beyond' if bw < 1 - bnoise else 'within'} the noise)"))
     return _text(sr, rows, ratio_rows, checks), checks
 
 
