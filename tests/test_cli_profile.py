@@ -298,7 +298,7 @@ def test_a_commands_end_after_its_last_test_is_measured_and_planned(tmp_path: Pa
     assert any("no planned run with workers measured yet" in r and "unconfigure again" in r
                for r in two.reasons), two.reasons
     (tmp_path / "ends.txt").unlink()
-    assert suitefit("run", "--workers", "1", "--", "-q", cwd=tmp_path).returncode == 0
+    assert suitefit("run", "--workers", "2", "--", "-q", cwd=tmp_path).returncode == 0
     ends = {who: (float(a), float(b)) for who, a, b in
             (ln.split() for ln in (tmp_path / "ends.txt").read_text().splitlines())}
     assert set(ends) == {"main", "gw0", "gw1"}, ends

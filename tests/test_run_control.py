@@ -229,11 +229,33 @@ def test_a_suite_done_before_the_second_worker_collects_ends_cleanly(tmp_path: P
     assert (run.status, run.passed, run.failed, run.errors) == ("passed", 4, 0, 0)
 
 
+# Each worker says when it has collected; ``both_collected`` waits (once, up to 30 s) until
+# two have, and a moment more for the second collection to reach the controller
+BOTH_COLLECTED = """
+import os, time
+from pathlib import Path
+import pytest
+
+def pytest_collection_finish(session):
+    (Path(os.environ["WHERE_LOG"]).parent / ("collected-" + os.environ.get("PYTEST_XDIST_WORKER", "main"))).touch()
+
+@pytest.fixture(scope="session")
+def both_collected():
+    end = time.monotonic() + 30
+    while len(list(Path(os.environ["WHERE_LOG"]).parent.glob("collected-*"))) < 2 and time.monotonic() < end:
+        time.sleep(0.02)
+    time.sleep(0.5)
+"""
+
+
 def test_a_worker_that_collects_other_tests_is_reported_and_ended(tmp_path: Path) -> None:
     # The first collection is the run's: a worker that collects something else is reported
     # (as xdist reports it) and ended, and the others run theirs. Before, the scheduler
-    # waited for every worker's collection to agree, and the run hung.
-    write_suite(tmp_path, {"test_a.py": plain_file("a", n=2), "test_b.py": """
+    # waited for every worker's collection to agree, and the run hung. The first test waits
+    # until both have collected: the suite otherwise ended, under load, before the second
+    # collection came, and xdist drops a collection that comes once it shuts down.
+    write_suite(tmp_path, {"conftest.py": BOTH_COLLECTED, "test_a.py": plain_file("a", n=2).replace(
+        "def test_x(i):", "def test_x(i, both_collected):"), "test_b.py": """
         import os, pytest
         from where import record
         @pytest.mark.parametrize("i", range(3 if os.environ.get("PYTEST_XDIST_WORKER") == "gw1" else 2))
