@@ -720,7 +720,9 @@ class FakeNode:
 
     def __init__(self, wid: str, collected: bool = True) -> None:
         self.gateway = SimpleNamespace(id=wid)
-        self.sent: list[int] = []
+        self.sent: list[int] = []  # indices into its own collection, as an xdist worker gets them
+        self.queue: list[int] = []  # what it has still to run, in order
+        self.collection: list[str] = []
         self.down = False
         self.collected = collected
 
@@ -728,6 +730,7 @@ class FakeNode:
         assert not self.down, "tests sent after shutdown"
         assert self.collected, "tests sent before the worker collected: indices into nothing"
         self.sent.extend(indices)
+        self.queue.extend(indices)
 
     def shutdown(self) -> None:
         self.down = True
@@ -754,7 +757,8 @@ def test_adapter_places_every_test_once_and_units_whole(sc: dict, tests_per_file
     nodes = [FakeNode(f"gw{i}", collected=False) for i in range(sc["workers"])]
     # xdist: a node is added once it is ready, its collection comes later, then ``schedule()``;
     # staggered, the first starts its tests while the others have not collected yet (and a
-    # later one may have collected something else: it is ended, and runs nothing)
+    # later one may have collected something else: it is ended, and runs nothing; or the same
+    # tests in another order: it runs them, each sent as its index there)
     coming, ready_only, odd = list(nodes), [], []
 
     def up_next() -> None:
@@ -768,7 +772,10 @@ def test_adapter_places_every_test_once_and_units_whole(sc: dict, tests_per_file
             odd.append(n)
             sched.add_node_collection(n, [*collection, "tests/test_extra.py::t"])
         else:
-            sched.add_node_collection(n, collection)
+            n.collection = list(collection)
+            if n is not nodes[0] and rng.random() < 0.3:
+                rng.shuffle(n.collection)
+            sched.add_node_collection(n, n.collection)
             n.collected = True
         if sched.collection_is_completed:
             sched.schedule()
@@ -810,27 +817,32 @@ def test_adapter_places_every_test_once_and_units_whole(sc: dict, tests_per_file
             continue
         assert ready, "deadlock: every node holds its last test and none was shut down"
         n = rng.choice(ready)
-        i = sched.node2pending[n][0]
-        sched.mark_test_complete(n, i)
-        done.append(i)
+        assert len(n.queue) == len(sched.node2pending[n])
+        k = n.queue.pop(0)
+        sched.mark_test_complete(n, k)
+        done.append(k)
     assert sched.tests_finished
     assert all(n.down and not n.sent for n in odd), "a worker that collected something else ran tests"
     assert len(reported) == len(odd)
-    sent = Counter(i for n in nodes for i in n.sent)
-    assert set(sent) == set(range(len(collection))) and set(sent.values()) == {1}
+    sent = Counter(n.collection[i] for n in nodes for i in n.sent)
+    assert set(sent) == set(collection) and set(sent.values()) == {1}
     homes = {}
     for n in nodes:
         for i in n.sent:
-            f = collection[i].split("::")[0]
+            f = n.collection[i].split("::")[0]
             unit = next(u.name for u in units if f in u.files)
             assert homes.setdefault(unit, n.gateway.id) == n.gateway.id, f"{unit} split across workers"
     # files of a unit run in the unit's order on its worker
     for n in nodes:
-        files = [collection[i].split("::")[0] for i in n.sent]
+        files = [n.collection[i].split("::")[0] for i in n.sent]
         firsts = list(dict.fromkeys(files))
         for u in units:
             mine = [f for f in firsts if f in u.files]
             assert mine == [f for f in u.files if f in mine]
+        # a file's tests in the order its worker collected them
+        for f in firsts:
+            mine_f = [i for i in n.sent if n.collection[i].split("::")[0] == f]
+            assert mine_f == sorted(mine_f), (n.gateway.id, f)
 
 
 def test_a_worker_still_collecting_is_not_taken_for_a_free_one() -> None:

@@ -272,6 +272,49 @@ def test_a_worker_that_collects_other_tests_is_reported_and_ended(tmp_path: Path
     assert len(rows) == (5 if ran_on == "gw1" else 4), rows
 
 
+# parametrised over a set, in effect: the order differs from worker to worker
+REVERSED_ON_GW1 = """
+    import os, time, pytest
+    from where import record
+    ORDER = range(4) if os.environ.get("PYTEST_XDIST_WORKER") != "gw1" else range(3, -1, -1)
+    @pytest.mark.parametrize("i", ORDER)
+    def test_x(i):
+        record("NAME::" + str(i))
+        time.sleep(0.05)
+    """
+
+
+def _collected_in_another_order(tmp_path: Path, python: str = sys.executable) -> None:
+    # The same tests in another order (hash-randomised parametrisation: joblib's suite) run on
+    # both workers, each test once, as that worker ordered it; xdist's own schedulers end the
+    # session ("Different tests were collected"), and so did suitefit's before: gw1 was ended
+    # and the rest ran on gw0 alone.
+    write_suite(tmp_path, {f"test_{c}.py": REVERSED_ON_GW1.replace("NAME", c) for c in "ab"}, together=True)
+    plan = write_plan(tmp_path, [("tests/test_a.py", ["tests/test_a.py"], 1), ("tests/test_b.py", ["tests/test_b.py"], 1)])
+    res, _ = run_planned(tmp_path, plan, "-n", "2", python=python)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "Different tests were collected" not in res.stdout + res.stderr
+    rows = where(tmp_path)
+    assert sorted(r["test"] for r in rows) == sorted(f"{c}::{i}" for c in "ab" for i in range(4))
+    ran = {w: [r["test"] for r in rows if r["worker"] == w] for w in ("gw0", "gw1")}
+    assert all(len(t) == 4 for t in ran.values()), ran  # a file each
+    assert [int(t.split("::")[1]) for t in ran["gw1"]] == [3, 2, 1, 0], ran  # in its own order
+    assert [int(t.split("::")[1]) for t in ran["gw0"]] == [0, 1, 2, 3], ran
+    with History(tmp_path / "h.sqlite") as h:
+        run_id = h.runs(limit=1)[0].id
+        notes = [e for e in h.events(run_id, "sched_note") if "another order" in e.detail_dict.get("reason", "")]
+    assert [r.worker for r in notes] in (["gw0"], ["gw1"]), notes  # the decision log says so
+
+
+def test_a_worker_that_collected_the_same_tests_in_another_order_runs_them(tmp_path: Path) -> None:
+    _collected_in_another_order(tmp_path)
+
+
+@pytest.mark.slow
+def test_a_worker_that_collected_in_another_order_runs_them_on_the_oldest_pytest(tmp_path: Path) -> None:
+    _collected_in_another_order(tmp_path, python=str(make_venv(OLDEST, with_suitefit=True)))
+
+
 def test_a_worker_killed_by_sigkill_ends_the_run_naming_the_test(tmp_path: Path) -> None:
     write_suite(tmp_path, {
         "test_die.py": """

@@ -164,7 +164,9 @@ class StealingNode:
 
     def __init__(self, wid: str) -> None:
         self.gateway = SimpleNamespace(id=wid)
-        self.sent: list[int] = []
+        self.sent: list[int] = []  # indices into its own collection
+        self.queue: list[int] = []  # what it has still to run, in order
+        self.collection: list[str] = []
         self.batches: list[list[int]] = []
         self.down = False
         self.steals: list[list[int]] = []
@@ -172,6 +174,7 @@ class StealingNode:
     def send_runtest_some(self, indices: list[int]) -> None:
         assert not self.down, "tests sent after shutdown"
         self.sent.extend(indices)
+        self.queue.extend(indices)
         self.batches.append(list(indices))
 
     def shutdown(self) -> None:
@@ -213,11 +216,17 @@ def test_adapter_runs_every_test_once_with_tails_moving(workers: int, files: lis
     sched = SuitefitScheduling(None, None, _plan(units, workers), numnodes=workers, live=lambda: (0.0, {}))
     nodes = [StealingNode(f"gw{i}") for i in range(workers)]
     for n in nodes:
+        # some workers collect each file's tests the other way round (a parametrisation over
+        # a set): they are sent, and give back, indices into their own collection
+        n.collection = list(collection)
+        if n is not nodes[0] and rng.random() < 0.5:
+            n.collection = [t for path in counts for t in reversed([t for t in collection
+                                                                     if t.startswith(path + "::")])]
         sched.add_node(n)
-        sched.add_node_collection(n, collection)
+        sched.add_node_collection(n, n.collection)
     sched.schedule()
-    ran: dict[int, str] = {}
-    granted: Counter[int] = Counter()
+    ran: dict[str, str] = {}
+    granted: Counter[str] = Counter()
     for _ in range(50_000):
         if sched.tests_finished:
             break
@@ -228,40 +237,43 @@ def test_adapter_runs_every_test_once_with_tails_moving(workers: int, files: lis
         if answers and rng.random() < 0.5:
             n = rng.choice(answers)
             asked = n.steals.pop(0)
-            given_back = asked if set(asked) <= set(sched.node2pending[n][2:]) else []
-            granted.update(given_back)
+            given_back = asked if set(asked) <= set(n.queue[2:]) else []
+            n.queue = [k for k in n.queue if k not in given_back]
+            granted.update(n.collection[k] for k in given_back)
             sched.remove_pending_tests_from_node(n, given_back)
             continue
+        for n in nodes:
+            assert n not in sched.node2pending or len(n.queue) == len(sched.node2pending[n])
         ready = [n for n in nodes if n in sched.node2pending and
-                 (len(sched.node2pending[n]) >= 2 or (sched.node2pending[n] and n.down))]
+                 (len(n.queue) >= 2 or (n.queue and n.down))]
         if not ready:
             assert answers, "deadlock: every node holds its last test, none shut down, no steal out"
             continue
         n = rng.choice(ready)
-        i = sched.node2pending[n][0]
-        assert i not in ran, f"{collection[i]} ran twice"
-        ran[i] = n.gateway.id
-        sched.mark_test_complete(n, i)
+        k = n.queue.pop(0)
+        assert n.collection[k] not in ran, f"{n.collection[k]} ran twice"
+        ran[n.collection[k]] = n.gateway.id
+        sched.mark_test_complete(n, k)
     assert sched.tests_finished
     for n in nodes:  # then xdist shuts every node down: each runs the test it held
-        for i in list(sched.node2pending.get(n, ())):
-            assert i not in ran, f"{collection[i]} ran twice"
-            ran[i] = n.gateway.id
-            sched.mark_test_complete(n, i)
-    assert set(ran) == set(range(len(collection)))
-    sends = Counter(i for n in nodes for i in n.sent)
-    assert all(sends[i] == 1 + granted[i] for i in sends)  # sent again only when given back
+        for k in list(n.queue):
+            assert n.collection[k] not in ran, f"{n.collection[k]} ran twice"
+            ran[n.collection[k]] = n.gateway.id
+            sched.mark_test_complete(n, k)
+    assert set(ran) == set(collection)
+    sends = Counter(n.collection[k] for n in nodes for k in n.sent)
+    assert all(sends[t] == 1 + granted[t] for t in sends)  # sent again only when given back
     by_file: dict[str, set[str]] = {}
-    for i, w in ran.items():
-        by_file.setdefault(collection[i].split("::")[0], set()).add(w)
+    for t, w in ran.items():
+        by_file.setdefault(t.split("::")[0], set()).add(w)
     for u in units:
         if u.piece_setup_s is None and u.chunk is None:
             assert len(by_file[u.files[0]]) == 1, f"{u.name} may not split: ran on {by_file[u.files[0]]}"
-        # a file's tests go out in their order, a tail as one contiguous run of them
-        tests = [i for i, nodeid in enumerate(collection) if nodeid.startswith(u.files[0] + "::")]
+        # a file's tests go out in their worker's order, a tail as one contiguous run of them
         for n in nodes:
+            tests = [k for k, t in enumerate(n.collection) if t.startswith(u.files[0] + "::")]
             for b in n.batches:
-                mine = [i for i in b if i in tests]
+                mine = [k for k in b if k in tests]
                 assert mine == tests[tests.index(mine[0]):][:len(mine)] if mine else True
 
 

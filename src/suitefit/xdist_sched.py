@@ -50,6 +50,26 @@ def file_of(nodeid: str) -> str:
     return nodeid.split("::", 1)[0]
 
 
+def same_tests(first: list[str], other: list[str]) -> tuple[list[int], list[int]] | None:
+    """If ``other`` holds exactly ``first``'s tests, each once, in another order: where each
+    of ``first``'s tests is in ``other``, and the reverse; else None."""
+    if len(other) != len(first):
+        return None
+    at = {nodeid: k for k, nodeid in enumerate(other)}
+    if len(at) != len(other):
+        return None
+    to: list[int] = []
+    for nodeid in first:
+        k = at.get(nodeid)
+        if k is None:
+            return None
+        to.append(k)
+    back = [0] * len(to)
+    for i, k in enumerate(to):
+        back[k] = i
+    return to, back
+
+
 @dataclass
 class _Assigned:
     unit: Unit
@@ -82,6 +102,9 @@ class SuitefitScheduling:
         self.node2units: dict[Any, deque[_Assigned]] = {}
         self._by_id: dict[str, Any] = {}
         self.collection: list[str] | None = None
+        # a worker that collected the run's tests in another order (hash-randomised
+        # parametrisation: joblib's suite): its index of each test, and back
+        self._order: dict[Any, tuple[list[int], list[int]]] = {}
         self._by_file: dict[str, list[int]] = {}
         self._explicit: dict[str, list[int]] = {}  # units whose tests are given, not by file
         self.placement: dict[str, list[str]] = {}
@@ -140,7 +163,18 @@ class SuitefitScheduling:
         self._by_id[node.gateway.id] = node
 
     def add_node_collection(self, node: Any, collection: Sequence[str]) -> None:
-        if self.collection is not None and list(collection) != self.collection:
+        ids = list(collection)
+        order = None
+        if self.collection is not None and ids != self.collection:
+            order = same_tests(self.collection, ids)
+        if order is not None:
+            # Tests go to a worker as indices into its own collection: the same tests in another
+            # order can run there (xdist's schedulers share one index and end the session)
+            self._order[node] = order
+            self.on_decision("note", node.gateway.id, "-",
+                             f"collected the run's {len(ids)} tests in another order than the first worker "
+                             "(a parametrisation over a set?): each test is sent as its index there")
+        elif self.collection is not None and ids != self.collection:
             from xdist.report import report_collection_diff
 
             msg = report_collection_diff(self.collection, list(collection),
@@ -155,9 +189,9 @@ class SuitefitScheduling:
             self._shutdown.add(node)
             node.shutdown()
             return
-        self.node2collection[node] = list(collection)
+        self.node2collection[node] = ids
         if self.collection is None:
-            self.collection = list(collection)
+            self.collection = ids
 
     def schedule(self) -> None:
         """xdist calls this after each worker's collection once ``collection_is_completed``:
@@ -176,6 +210,9 @@ class SuitefitScheduling:
         self._ask_all()
 
     def mark_test_complete(self, node: Any, item_index: int, duration: float = 0) -> None:
+        order = self._order.get(node)
+        if order is not None:
+            item_index = order[1][item_index]
         pending = self.node2pending[node]
         pending.remove(item_index)
         units = self.node2units[node]
@@ -201,6 +238,7 @@ class SuitefitScheduling:
     def remove_pending_tests_from_node(self, node: Any, indices: Sequence[int]) -> None:
         """The worker gave back tests we asked for: a unit's tail for another worker (a
         ``Split``), or what it queued when the run is being stopped."""
+        indices = self._from_node(node, indices)
         pending = self.node2pending.get(node, [])
         for i in indices:
             if i in pending:
@@ -221,7 +259,7 @@ class SuitefitScheduling:
         self.core.stop()
         pending = self.node2pending.get(node, [])
         if len(pending) > 2:
-            node.send_steal(pending[2:])  # the worker answers with `unscheduled`
+            node.send_steal(self._to_node(node, pending[2:]))  # the worker answers with `unscheduled`
 
     def remove_node(self, node: Any) -> str | None:
         if node in self._shutdown and self.core.pending:
@@ -230,6 +268,7 @@ class SuitefitScheduling:
         pending = self.node2pending.pop(node)
         units = self.node2units.pop(node)
         self.node2collection.pop(node, None)
+        self._order.pop(node, None)
         self._shutdown.discard(node)
         wid = node.gateway.id
         self._by_id.pop(wid, None)
@@ -276,6 +315,27 @@ class SuitefitScheduling:
         deadline = timing.monotonic() + EXIT_WAIT_S
         while pid is not None and not exited(pid) and timing.monotonic() < deadline:
             time.sleep(0.005)
+
+    # -- a worker that collected in another order ---------------------------------------
+
+    def _to_node(self, node: Any, indices: Sequence[int]) -> list[int]:
+        order = self._order.get(node)
+        return list(indices) if order is None else [order[0][i] for i in indices]
+
+    def _from_node(self, node: Any, indices: Sequence[int]) -> list[int]:
+        order = self._order.get(node)
+        return list(indices) if order is None else [order[1][i] for i in indices]
+
+    def _in_its_order(self, node: Any, indices: list[int]) -> list[int]:
+        """A unit's tests as that worker collected them, file by file in the unit's order: its
+        pytest ordered them (by fixture, parametrisation), and they run in the order sent."""
+        first = self.collection
+        assert first is not None
+        at = self._order[node][0]
+        rank: dict[str, int] = {}
+        for i in indices:
+            rank.setdefault(file_of(first[i]), len(rank))
+        return sorted(indices, key=lambda i: (rank[file_of(first[i])], at[i]))
 
     # -- asking the core and applying its decisions -------------------------------------
 
@@ -350,10 +410,12 @@ class SuitefitScheduling:
                     self.core.done(wid, d.unit.name, self._now())
                     sent = sent or target is node
                     continue
+                if target in self._order:
+                    indices = self._in_its_order(target, indices)
                 self.node2units[target].append(_Assigned(d.unit, indices, set(indices)))
                 self.node2pending[target].extend(indices)
                 self.placement.setdefault(wid, []).append(d.unit.name)
-                target.send_runtest_some(indices)
+                target.send_runtest_some(self._to_node(target, indices))
                 self._note_running(target)
                 sent = sent or target is node
             elif isinstance(d, Shutdown):
@@ -397,7 +459,7 @@ class SuitefitScheduling:
             self._answer_thief(d, self.core.split_done(d, False, self._now()))
             return
         self._splits[src] = d
-        src.send_steal(take)
+        src.send_steal(self._to_node(src, take))
 
     def _unit_done(self, node: Any, a: _Assigned, now: float) -> None:
         """``a`` has no test left on ``node``: it leaves the node's queue and the core hears it."""
