@@ -20,6 +20,7 @@ from typing import Any
 
 from suitefit.config import Config
 from suitefit.history import History, meta_of
+from suitefit.measure import faultprobe
 from suitefit.median import median
 from suitefit.model import (
     FAULT_MIN_MB,
@@ -346,7 +347,7 @@ def _files(history: History, run_ids: Sequence[int], last: int,
         if peak >= acc[3]:
             acc[3] = peak
             acc[6:9] = (min(float(fork_mb or 0.0), peak), int(forks or 0), float(fork_of or 0.0))
-    fault = fault_cost(per, _system_cpu(history, run_ids))
+    fault = fault_cost(per, _system_cpu(history, run_ids), _fault_probes(history, run_ids))
     # a calibration's one-off stalls are no contention: out of its files' times before the
     # slowdown, while its figure is the one plans use (no whole run measured its count); its
     # reference, the newest serial run (its profile): a passing run's test rows are otherwise
@@ -572,7 +573,8 @@ def _time_shares(history: History, run_of: Mapping[str, int]
 
 
 def fault_cost(per: Mapping[tuple[int, str], Sequence[float]],
-               system: Mapping[tuple[int, str], tuple[float, float]]) -> tuple[float, str] | None:
+               system: Mapping[tuple[int, str], tuple[float, float]],
+               probes: Sequence[tuple[float, str]] = ()) -> tuple[float, str] | None:
     """Seconds of the kernel's work a MiB of new memory costs on this machine, and where that
     was measured: the least system CPU a MiB any file cost that grew its worker's own process
     by ``FAULT_MIN_MB`` or more (faulting memory in is system time: touching 800 MiB here took
@@ -587,9 +589,12 @@ def fault_cost(per: Mapping[tuple[int, str], Sequence[float]],
     (benchmarks/bench_faults.py). A worker's CPU sharing (``_slowdown``) does not describe
     that; ``simulate`` charges it where units that touch much memory overlap.
     ``per``: (run, file) -> [wall, cpu, tests, peak MiB, doubtful]; ``system``: (run, file) ->
-    (system CPU, own growth MiB), where every row of it recorded both.
+    (system CPU, own growth MiB), where every row of it recorded both. ``probes``: the rate a
+    profile measured directly (``measure/faultprobe.py``), and where: the least of all counts,
+    so a history whose files spent their system time on other things (starting processes)
+    does not price faults at hundreds of times what they cost.
     """
-    best: tuple[float, str] | None = None
+    best: tuple[float, str] | None = min(probes, default=None)
     for key, acc in per.items():
         sys_s, own_mb = system.get(key, (0.0, 0.0))
         if own_mb >= FAULT_MIN_MB and sys_s > 0 and not acc[4]:
@@ -597,6 +602,20 @@ def fault_cost(per: Mapping[tuple[int, str], Sequence[float]],
             if best is None or rate < best[0]:
                 best = (rate, f"{key[1]} in run {key[0]}: {fmt_s(sys_s)} of system CPU for {fmt_mb(own_mb)}")
     return best
+
+
+def _fault_probes(history: History, run_ids: Sequence[int]) -> list[tuple[float, str]]:
+    """The fault rates the profiles among ``run_ids`` measured (``measure/faultprobe.py``)."""
+    import json
+
+    out = []
+    for run_id, meta in history.execute(f"SELECT id, meta FROM runs WHERE id IN ({_q(run_ids)}) "
+                                        "AND meta LIKE '%fault_probe_s_per_mb%'"):
+        with contextlib.suppress(ValueError, TypeError, AttributeError):
+            rate = json.loads(meta).get("fault_probe_s_per_mb")
+            if isinstance(rate, (int, float)) and rate > 0:
+                out.append((float(rate), f"a probe by profile run {run_id}, {faultprobe.PROBE_MB} MiB touched"))
+    return out
 
 
 def _system_cpu(history: History, run_ids: Sequence[int]) -> dict[tuple[int, str], tuple[float, float]]:

@@ -54,6 +54,7 @@ def command(history_path: Path | None, as_json: bool, workers: str | None, calib
     rc = run_pytest(full, stdout=sys.stderr if as_json else None)
     status = finalize_run(h, run_id, rc)
     record_command_wall(h, run_id, unmeasured_s=compiling_s)
+    _probe_faults(h, run_id)
     if rc in (EXIT_OK, EXIT_FAILED) and workers is None:
         _calibrate_after(h, args, calibrate)
     if as_json:
@@ -64,6 +65,17 @@ def command(history_path: Path | None, as_json: bool, workers: str | None, calib
     if rc not in (EXIT_OK, EXIT_FAILED):
         sys.exit(rc)
     sys.exit(rc)
+
+
+def _probe_faults(h: History, run_id: int) -> None:
+    """What a MiB of new memory costs this machine to fault in (``measure/faultprobe.py``),
+    kept with the profile: the plan's fault model bounds it from the files' system time
+    otherwise, which other kernel work inflates. Once the tests are done: ~60 ms."""
+    from suitefit.measure.faultprobe import s_per_mb
+
+    rate = s_per_mb()
+    if rate:
+        h.merge_run_meta(run_id, fault_probe_s_per_mb=round(rate, 7))
 
 
 def _calibrate_after(h: History, args: list[str], flag: bool | None) -> None:

@@ -511,7 +511,7 @@ def _plan_one(costs: CostModel, budget: Budget, rules: GroupingRules,
 
 def _faults_line(costs: CostModel, sim: Simulation) -> str:
     waits, rate = sim.fault_waits, costs.fault_s_per_mb or 0.0
-    head = (f"page faults: {rate * 1000:.2f} ms of system CPU a MiB of new memory (the least "
+    head = (f"page faults: {rate * 1000:.2f} ms of CPU a MiB of new memory (the least "
             f"measured: {costs.fault_source}); the machine faults in one unit's memory at a time, so a "
             f"unit that touches {FAULT_MIN_MB:.0f} MiB or more while another's faults go on waits for them")
     if not waits:
