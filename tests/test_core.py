@@ -845,6 +845,51 @@ def test_adapter_places_every_test_once_and_units_whole(sc: dict, tests_per_file
             assert mine_f == sorted(mine_f), (n.gateway.id, f)
 
 
+class _RecordingNode(FakeNode):
+    def __init__(self, wid: str) -> None:
+        super().__init__(wid)
+        self.steals: list[list[int]] = []
+
+    def send_steal(self, indices: list[int]) -> None:
+        self.steals.append(list(indices))
+
+
+def _one_reordered() -> tuple[SuitefitScheduling, _RecordingNode, _RecordingNode]:
+    """gw0 collects a then b; gw1 the same 8 tests the other way round: gw0 takes the long
+    file a, gw1 file b, each sent as its indices in its own collection."""
+    units = [Unit("tests/test_a.py", ("tests/test_a.py",), 10.0, 1.0, tests=4),
+             Unit("tests/test_b.py", ("tests/test_b.py",), 5.0, 1.0, tests=4)]
+    collection = [f"tests/test_{f}.py::t{k}" for f in "ab" for k in range(4)]
+    sched = SuitefitScheduling(None, None, _plan(units), numnodes=2, live=lambda: (0.0, {}))
+    gw0, gw1 = _RecordingNode("gw0"), _RecordingNode("gw1")
+    for n, c in ((gw0, collection), (gw1, collection[::-1])):
+        n.collection = c
+        sched.add_node(n)
+        sched.add_node_collection(n, c)
+        sched.schedule()
+    assert [gw0.collection[i] for i in gw0.sent] == collection[:4]
+    assert gw1.sent == [0, 1, 2, 3]  # b's tests as gw1 collected them: t3 first
+    assert [gw1.collection[i] for i in gw1.sent] == [f"tests/test_b.py::t{k}" for k in (3, 2, 1, 0)]
+    sched.mark_test_complete(gw1, 0)  # t3 done, in gw1's index
+    return sched, gw0, gw1
+
+
+def test_a_reordered_worker_is_stopped_in_its_own_indices() -> None:
+    sched, _, gw1 = _one_reordered()
+    sched.withdraw(gw1)  # it runs t2, holds t1: what is queued behind them is t0, its index 3
+    assert gw1.steals == [[3]]
+    sched.remove_pending_tests_from_node(gw1, [3])
+    assert [sched.collection[i] for i in sched.node2pending[gw1]] == ["tests/test_b.py::t2", "tests/test_b.py::t1"]
+
+
+def test_a_reordered_worker_dies_naming_its_own_test_and_its_rest_runs_in_the_takers_order() -> None:
+    sched, gw0, gw1 = _one_reordered()
+    assert sched.remove_node(gw1) == "tests/test_b.py::t2"  # the test it was running
+    for i in (0, 1, 2):  # gw0 needs its next unit: what gw1 left, t1 and t0
+        sched.mark_test_complete(gw0, i)
+    assert [gw0.collection[i] for i in gw0.sent[4:]] == ["tests/test_b.py::t0", "tests/test_b.py::t1"]
+
+
 def test_a_worker_still_collecting_is_not_taken_for_a_free_one() -> None:
     # gw0 has collected and holds its one-test unit's only test; gw1 is up but still
     # collecting. A free worker would be left the long units (gw0 would take the shortest);

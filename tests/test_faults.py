@@ -14,7 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from plan_synth import SynthFile, SynthFixture, SynthRun, write_history
+from plan_synth import SynthFile, SynthFixture, SynthRun, write_history, write_run
 
 from suitefit.costs import build_cost_model
 from suitefit.history import History
@@ -127,7 +127,7 @@ def test_a_profiles_own_probe_prices_faults_where_no_file_measured_them(tmp_path
         probed = build_cost_model(h)
     assert bound.fault_s_per_mb == pytest.approx(15.6 / 73)
     assert probed.fault_s_per_mb == pytest.approx(0.00073)
-    assert probed.fault_source == "a probe by profile run 1, 64 MiB touched"
+    assert probed.fault_source == "a probe by profile run 1"
     serial = sum(f.wall_s for f in probed.files)
     # with the bound, two workers "wait" minutes for faults (the plan read 443 s and ran
     # one worker); with the probe, two workers take about half the serial time
@@ -141,6 +141,21 @@ def test_a_profiles_own_probe_prices_faults_where_no_file_measured_them(tmp_path
     with _history(tmp_path / "hog2", [SynthRun({"main": list(files)}, files)]) as h:
         h.merge_run_meta(h.runs()[0].id, fault_probe_s_per_mb=0.00073)
         assert build_cost_model(h).fault_s_per_mb == pytest.approx(0.4 / 800)
+    # the newest probes count whatever the window (only a profile probes; the runs after it
+    # record the files' system time again and again): of several, the least; a 0 is no figure
+    with _joblib_like(tmp_path / "late") as h:
+        for k in range(22):  # the profile falls out of the window of 20
+            write_run(h, SynthRun({"main": [f.path for f in bound.files]}, {f.path: SynthFile(
+                f.path, f.wall_s, peak_mb=f.peak_mb, tests=f.tests,
+                sys_s=15.6 if f.path.endswith("parallel.py") else None,
+                own_mb=73.0 if f.path.endswith("parallel.py") else None) for f in bound.files}, kind="run"),
+                      started=1_000_000.0 + 1000 * (k + 1))
+        first, second, third = sorted(r.id for r in h.runs())[:3]
+        h.merge_run_meta(first, fault_probe_s_per_mb=0.00073)
+        h.merge_run_meta(second, fault_probe_s_per_mb=0.0)
+        h.merge_run_meta(third, fault_probe_s_per_mb=0.0009)
+        late = build_cost_model(h)
+    assert late.fault_s_per_mb == pytest.approx(0.00073), late.fault_source
 
 
 def test_a_profile_measures_the_machines_fault_rate(tmp_path: Path) -> None:

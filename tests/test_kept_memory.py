@@ -184,11 +184,30 @@ def _pool_project(root: Path) -> None:
 
 BRIEF_LAST = "import subprocess\n\ndef test_brief_last():\n    subprocess.Popen(['sleep', '0.3'])\n"
 POOL_LAST = """
+import time
 from poolhelp import pool, work
 
 def test_starts_the_pool_last():
     assert pool().map(work, range(2)) == [0, 2]
+    time.sleep(0.6)  # it has lived past KEPT_AFTER_S at the session's end
 """
+# a pool started by one file, used by a short next one before it counts as kept, not by a third
+POOL_FIRST = """
+import time
+from poolhelp import pool, work
+
+def test_starts_the_pool():
+    assert pool().map(work, range(2)) == [0, 2]
+"""
+POOL_AGAIN = """
+import time
+from poolhelp import pool, work
+
+def test_uses_it_briefly():
+    assert pool().map(work, range(2)) == [0, 2]
+    time.sleep(0.1)  # the pool's workers idle again before the file ends
+"""
+NO_POOL = "import time\n\ndef test_waits():\n    time.sleep(0.7)\n"
 
 
 def test_a_subprocess_ending_a_moment_after_its_file_is_no_pool_but_one_left_by_the_last_file_is(
@@ -222,6 +241,14 @@ def test_a_subprocess_ending_a_moment_after_its_file_is_no_pool_but_one_left_by_
     (tmp_path / "tests" / "test_zz.py").write_text(POOL_LAST)
     files, procs = users()
     assert files == {"tests/test_zz.py"} and procs >= 2, (files, procs)
+    # the short file that used the pool before it counted is a user too; the one after is not
+    for p in tmp_path.glob("tests/test_*.py"):
+        p.unlink()
+    (tmp_path / "tests" / "test_p1.py").write_text(POOL_FIRST)
+    (tmp_path / "tests" / "test_p2.py").write_text(POOL_AGAIN)
+    (tmp_path / "tests" / "test_p3.py").write_text(NO_POOL)
+    files, procs = users()
+    assert files == {"tests/test_p1.py", "tests/test_p2.py"} and procs >= 2, (files, procs)
 
 
 @pytest.mark.parametrize("pair", [None, pytest.param(OLDEST, marks=pytest.mark.slow)],

@@ -215,13 +215,18 @@ def test_adapter_runs_every_test_once_with_tails_moving(workers: int, files: lis
     collection = [nodeid(path, k) for path in dict.fromkeys(u.files[0] for u in units) for k in range(counts[path])]
     sched = SuitefitScheduling(None, None, _plan(units, workers), numnodes=workers, live=lambda: (0.0, {}))
     nodes = [StealingNode(f"gw{i}") for i in range(workers)]
+    shuffled: set[str] = set()
     for n in nodes:
-        # some workers collect each file's tests the other way round (a parametrisation over
-        # a set): they are sent, and give back, indices into their own collection
+        # some workers collect each file's tests the other way round, or all in any order (a
+        # parametrisation over a set): they are sent, and give back, indices into their own
         n.collection = list(collection)
-        if n is not nodes[0] and rng.random() < 0.5:
+        kind = rng.random() if n is not nodes[0] else 1.0
+        if kind < 0.3:
             n.collection = [t for path in counts for t in reversed([t for t in collection
                                                                      if t.startswith(path + "::")])]
+        elif kind < 0.5:
+            rng.shuffle(n.collection)
+            shuffled.add(n.gateway.id)
         sched.add_node(n)
         sched.add_node_collection(n, n.collection)
     sched.schedule()
@@ -270,6 +275,10 @@ def test_adapter_runs_every_test_once_with_tails_moving(workers: int, files: lis
         if u.piece_setup_s is None and u.chunk is None:
             assert len(by_file[u.files[0]]) == 1, f"{u.name} may not split: ran on {by_file[u.files[0]]}"
         # a file's tests go out in their worker's order, a tail as one contiguous run of them
+        # (where no worker that ran part of it collected them in any order: its tail is
+        # no run of anyone else's)
+        if by_file[u.files[0]] & shuffled:
+            continue
         for n in nodes:
             tests = [k for k, t in enumerate(n.collection) if t.startswith(u.files[0] + "::")]
             for b in n.batches:

@@ -20,7 +20,6 @@ from typing import Any
 
 from suitefit.config import Config
 from suitefit.history import History, meta_of
-from suitefit.measure import faultprobe
 from suitefit.median import median
 from suitefit.model import (
     FAULT_MIN_MB,
@@ -347,7 +346,7 @@ def _files(history: History, run_ids: Sequence[int], last: int,
         if peak >= acc[3]:
             acc[3] = peak
             acc[6:9] = (min(float(fork_mb or 0.0), peak), int(forks or 0), float(fork_of or 0.0))
-    fault = fault_cost(per, _system_cpu(history, run_ids), _fault_probes(history, run_ids))
+    fault = fault_cost(per, _system_cpu(history, run_ids), _fault_probes(history))
     # a calibration's one-off stalls are no contention: out of its files' times before the
     # slowdown, while its figure is the one plans use (no whole run measured its count); its
     # reference, the newest serial run (its profile): a passing run's test rows are otherwise
@@ -576,8 +575,8 @@ def fault_cost(per: Mapping[tuple[int, str], Sequence[float]],
                system: Mapping[tuple[int, str], tuple[float, float]],
                probes: Sequence[tuple[float, str]] = ()) -> tuple[float, str] | None:
     """Seconds of the kernel's work a MiB of new memory costs on this machine, and where that
-    was measured: the least system CPU a MiB any file cost that grew its worker's own process
-    by ``FAULT_MIN_MB`` or more (faulting memory in is system time: touching 800 MiB here took
+    was measured: a profile's own probe, or the least system CPU a MiB any file cost that grew
+    its worker's own process by ``FAULT_MIN_MB`` or more (faulting memory in is system time: touching 800 MiB here took
     0.63 s of it and 0.09 s of user time; the least bounds it from above, other kernel work
     only adds). Its own memory, not its children's: their faults are not in the worker's
     system CPU until they are reaped (scikit-learn's loky pools gave 0.07 ms a MiB). None
@@ -604,17 +603,19 @@ def fault_cost(per: Mapping[tuple[int, str], Sequence[float]],
     return best
 
 
-def _fault_probes(history: History, run_ids: Sequence[int]) -> list[tuple[float, str]]:
-    """The fault rates the profiles among ``run_ids`` measured (``measure/faultprobe.py``)."""
+def _fault_probes(history: History, newest: int = 3) -> list[tuple[float, str]]:
+    """The fault rates the ``newest`` profiles that measured one measured
+    (``measure/faultprobe.py``), whatever the window: runs record the files' system time
+    again and again, and only a profile the probe, which 20 runs later would be out of it."""
     import json
 
     out = []
-    for run_id, meta in history.execute(f"SELECT id, meta FROM runs WHERE id IN ({_q(run_ids)}) "
-                                        "AND meta LIKE '%fault_probe_s_per_mb%'"):
+    for run_id, meta in history.execute("SELECT id, meta FROM runs WHERE meta LIKE '%fault_probe_s_per_mb%' "
+                                        "ORDER BY id DESC LIMIT ?", [newest]):
         with contextlib.suppress(ValueError, TypeError, AttributeError):
             rate = json.loads(meta).get("fault_probe_s_per_mb")
             if isinstance(rate, (int, float)) and rate > 0:
-                out.append((float(rate), f"a probe by profile run {run_id}, {faultprobe.PROBE_MB} MiB touched"))
+                out.append((float(rate), f"a probe by profile run {run_id}"))
     return out
 
 

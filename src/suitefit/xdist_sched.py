@@ -105,6 +105,7 @@ class SuitefitScheduling:
         # a worker that collected the run's tests in another order (hash-randomised
         # parametrisation: joblib's suite): its index of each test, and back
         self._order: dict[Any, tuple[list[int], list[int]]] = {}
+        self._reordered = False  # once one has: what a dead one held goes back in its order
         self._by_file: dict[str, list[int]] = {}
         self._explicit: dict[str, list[int]] = {}  # units whose tests are given, not by file
         self.placement: dict[str, list[str]] = {}
@@ -171,6 +172,7 @@ class SuitefitScheduling:
             # Tests go to a worker as indices into its own collection: the same tests in another
             # order can run there (xdist's schedulers share one index and end the session)
             self._order[node] = order
+            self._reordered = True
             self.on_decision("note", node.gateway.id, "-",
                              f"collected the run's {len(ids)} tests in another order than the first worker "
                              "(a parametrisation over a set?): each test is sent as its index there")
@@ -331,7 +333,8 @@ class SuitefitScheduling:
         pytest ordered them (by fixture, parametrisation), and they run in the order sent."""
         first = self.collection
         assert first is not None
-        at = self._order[node][0]
+        order = self._order.get(node)
+        at = order[0] if order is not None else range(len(first))
         rank: dict[str, int] = {}
         for i in indices:
             rank.setdefault(file_of(first[i]), len(rank))
@@ -410,7 +413,7 @@ class SuitefitScheduling:
                     self.core.done(wid, d.unit.name, self._now())
                     sent = sent or target is node
                     continue
-                if target in self._order:
+                if self._reordered:
                     indices = self._in_its_order(target, indices)
                 self.node2units[target].append(_Assigned(d.unit, indices, set(indices)))
                 self.node2pending[target].extend(indices)

@@ -24,10 +24,15 @@ PROBE_MB = 64
 
 
 def s_per_mb(mb: int = PROBE_MB) -> float | None:
-    """CPU seconds a MiB of new memory costs to fault in; None if it cannot be mapped."""
+    """CPU seconds (user and system) a MiB of new memory costs to fault in; None if it cannot
+    be mapped."""
     size = mb * 2**20
-    try:
-        m = mmap.mmap(-1, size)  # anonymous and private: each page faults in at its first write
+    private = getattr(mmap, "MAP_PRIVATE", None)
+    anonymous = getattr(mmap, "MAP_ANONYMOUS", None)
+    if private is None or anonymous is None:  # not a POSIX mmap: nothing measured
+        return None
+    try:  # private and anonymous, as a test's own memory is (Python's default, -1, is shared)
+        m = mmap.mmap(-1, size, flags=private | anonymous)
     except (OSError, ValueError, OverflowError):
         return None
     try:

@@ -79,7 +79,8 @@ def _new_phases() -> list[Any]:
 REASON_CHARS = 300
 # How long a process a file's tests started must outlive that file to count as kept (a pool),
 # not as a subprocess ending a moment late (a `sleep 0.2` outlived a 10 ms next file, and under
-# load, the session's end right after its file: CI counted its file as a pool user)
+# load, the session's end right after its file: CI counted its file as a pool user); at the
+# session's end, how long it must have lived
 KEPT_AFTER_S = 0.5
 
 
@@ -168,14 +169,6 @@ def outcome_of(outcome: str, report: pytest.TestReport) -> str:
     if report.skipped and report.when == "setup":
         return "xfailed" if hasattr(report, "wasxfail") else "skipped"
     return outcome
-
-
-def _wait_gone(pids: list[int], until: float) -> None:
-    """Until ``until`` (monotonic) at most, wait for ``pids`` to end (or turn zombies)."""
-    while pids and timing.monotonic() < until:
-        pids = [p for p in pids if proctree.proc_cpu_ticks(p) is not None]
-        if pids:
-            timing.sleep(min(0.02, max(0.0, until - timing.monotonic())))
 
 
 @dataclass
@@ -515,21 +508,17 @@ class WorkerRecorder:
 
     def _note_kept(self, path: str | None) -> None:
         """At a file's end (``path``; None: the session's): which processes tests started still
-        run, and which files use them (``suitefit.kept``)? A process counts once it has outlived
-        the file that started it by ``KEPT_AFTER_S``: a test's subprocess that ends a moment
-        later is no pool, however short the next file is. At the session's end the last ones
-        are waited for (that long at most, and only while one is left). Its starter is then a
-        user, as is every file during which one of them ran (its CPU ticks grew). Per file,
-        only once tests have started processes: a few /proc reads."""
+        run, and which files use them (``suitefit.kept``)? A process counts once it still runs
+        at a file's end ``KEPT_AFTER_S`` or more after the end of the file that started it, or
+        at the session's end once it has lived that long (no later file: nothing waits for
+        it): a test's subprocess that ends a moment later is no pool, however short the next
+        file is. Its starter is then a user, as is every file during which one of them ran
+        (its CPU ticks grew), from the first. Per file, only once tests have started
+        processes: a few /proc reads."""
         now = timing.monotonic()
         for p in self._by_tests:
             self._kept.setdefault(p, _Left(path, now))
         self._by_tests = []
-        if path is None:
-            young = {p: k.ended for p, k in self._kept.items() if k.starter is not None}
-            if young:
-                _wait_gone(list(young), max(young.values()) + KEPT_AFTER_S)
-            now = timing.monotonic()
         used = False
         mb = 0.0
         alive = 0
@@ -542,7 +531,7 @@ class WorkerRecorder:
             ran = 0 <= k.ticks < ticks
             k.ticks = ticks
             if k.starter is not None:
-                if now - k.ended < KEPT_AFTER_S:
+                if (now - k.ended if path is not None else (proctree.age_s(p) or 0.0)) < KEPT_AFTER_S:
                     if ran and path is not None:
                         k.users.add(path)
                     continue  # not yet known to be kept
