@@ -576,9 +576,9 @@ def fault_cost(per: Mapping[tuple[int, str], Sequence[float]],
                probes: Sequence[tuple[float, str]] = ()) -> tuple[float, str] | None:
     """Seconds of the kernel's work a MiB of new memory costs on this machine, and where that
     was measured: a profile's own probe, or the least system CPU a MiB any file cost that grew
-    its worker's own process by ``FAULT_MIN_MB`` or more (faulting memory in is system time: touching 800 MiB here took
-    0.63 s of it and 0.09 s of user time; the least bounds it from above, other kernel work
-    only adds). Its own memory, not its children's: their faults are not in the worker's
+    its worker's own process by ``FAULT_MIN_MB`` or more (faulting memory in is system time:
+    touching 800 MiB here took 0.63 s of it and 0.09 s of user time; the least bounds it from
+    above, other kernel work only adds). Its own memory, not its children's: their faults are not in the worker's
     system CPU until they are reaped (scikit-learn's loky pools gave 0.07 ms a MiB). None
     where no such file recorded both.
 
@@ -607,15 +607,12 @@ def _fault_probes(history: History, newest: int = 3) -> list[tuple[float, str]]:
     """The fault rates the ``newest`` profiles that measured one measured
     (``measure/faultprobe.py``), whatever the window: runs record the files' system time
     again and again, and only a profile the probe, which 20 runs later would be out of it."""
-    import json
-
     out = []
     for run_id, meta in history.execute("SELECT id, meta FROM runs WHERE meta LIKE '%fault_probe_s_per_mb%' "
                                         "ORDER BY id DESC LIMIT ?", [newest]):
-        with contextlib.suppress(ValueError, TypeError, AttributeError):
-            rate = json.loads(meta).get("fault_probe_s_per_mb")
-            if isinstance(rate, (int, float)) and rate > 0:
-                out.append((float(rate), f"a probe by profile run {run_id}"))
+        rate = meta_of(meta).get("fault_probe_s_per_mb")
+        if isinstance(rate, (int, float)) and rate > 0:
+            out.append((float(rate), f"a probe by profile run {run_id}"))
     return out
 
 

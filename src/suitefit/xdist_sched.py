@@ -165,10 +165,11 @@ class SuitefitScheduling:
 
     def add_node_collection(self, node: Any, collection: Sequence[str]) -> None:
         ids = list(collection)
-        order = None
         if self.collection is not None and ids != self.collection:
             order = same_tests(self.collection, ids)
-        if order is not None:
+            if order is None:
+                self._end_other_collection(node, ids)
+                return
             # Tests go to a worker as indices into its own collection: the same tests in another
             # order can run there (xdist's schedulers share one index and end the session)
             self._order[node] = order
@@ -176,24 +177,25 @@ class SuitefitScheduling:
             self.on_decision("note", node.gateway.id, "-",
                              f"collected the run's {len(ids)} tests in another order than the first worker "
                              "(a parametrisation over a set?): each test is sent as its index there")
-        elif self.collection is not None and ids != self.collection:
-            from xdist.report import report_collection_diff
-
-            msg = report_collection_diff(self.collection, list(collection),
-                                         "first worker", node.gateway.id)
-            self.log(msg)
-            import pytest
-
-            self.config.hook.pytest_collectreport(
-                report=pytest.CollectReport(nodeid=node.gateway.id, outcome="failed", longrepr=msg, result=[])
-            )
-            # it runs nothing: it ends now rather than hold its memory idle until the run's end
-            self._shutdown.add(node)
-            node.shutdown()
-            return
         self.node2collection[node] = ids
         if self.collection is None:
             self.collection = ids
+
+    def _end_other_collection(self, node: Any, ids: list[str]) -> None:
+        """Report a collection of other tests, as xdist does, and end its worker."""
+        from xdist.report import report_collection_diff
+
+        assert self.collection is not None
+        msg = report_collection_diff(self.collection, ids, "first worker", node.gateway.id)
+        self.log(msg)
+        import pytest
+
+        self.config.hook.pytest_collectreport(
+            report=pytest.CollectReport(nodeid=node.gateway.id, outcome="failed", longrepr=msg, result=[])
+        )
+        # it runs nothing: it ends now rather than hold its memory idle until the run's end
+        self._shutdown.add(node)
+        node.shutdown()
 
     def schedule(self) -> None:
         """xdist calls this after each worker's collection once ``collection_is_completed``:
