@@ -958,6 +958,47 @@ def test_a_started_unit_that_has_not_grown_yet_is_not_taken_for_room() -> None:
     assert not any(isinstance(d, Send) for d in ds), ds  # 113 + 260 + 260 > 600: h2 waits
 
 
+def test_a_unit_growing_when_its_worker_is_first_read_is_not_counted_twice() -> None:
+    # bench_run's pool-heavy-30 budget case, 3 runs of 5: gw0 was first read on its own 0.1 s
+    # after its first unit (the pool's users) began, the pool half up (466 of its 475 MiB
+    # planned). That reading was taken for gw0's baseline, 350 MiB over the planned 116, and
+    # counted on top of the pool's planned memory: gw1 waited 4.8 s, until the pool's release.
+    pool = FixtureCost("pool", "session", 1.0, procs=3, mb=475.0)
+    units = [Unit("fixture:pool", ("tests/test_p1.py", "tests/test_p2.py"), 5.0, 475.0, ("pool",), last_s=0.5),
+             *(Unit(f"tests/test_c{i}.py", (f"tests/test_c{i}.py",), 0.5, 30.0, last_s=0.1) for i in range(3))]
+
+    def second_worker(readings: list[dict[str, float]]) -> Decision:
+        core = Core(units, [pool], budget_mb=1066, baseline_mb=116.0, fixed_mb=136.0)
+        core.expect(["gw0", "gw1"])
+        core.worker_up("gw0")
+        (first,) = core.want("gw0", 0.0)
+        assert isinstance(first, Send) and first.unit.name == "fixture:pool"
+        core.started("gw0", first.unit.name, 0.0)
+        core.worker_up("gw1")
+        for r in readings:
+            core.sample(136.0 + sum(r.values()), r)
+        (d,) = core.want("gw1", 0.1)
+        return d
+
+    # 136 + 116 + 475 (gw0 with its pool, planned) + 116 + 30 (gw1 with a small file): 873 fits
+    assert isinstance(second_worker([{"gw0": 466.0, "gw1": 115.0}]), Send)
+    assert isinstance(second_worker([{"gw0": 466.0, "gw1": 115.0}, {"gw0": 591.0, "gw1": 116.0}]), Send)
+    # memory beyond the plan still counts: gw0 over its pool's plan by 300 MiB
+    held = second_worker([{"gw0": 891.0, "gw1": 116.0}])
+    assert isinstance(held, Wait), held
+    # and a baseline larger than planned, read at rest, counts under a unit that has not grown yet
+    core = Core(units, [pool], budget_mb=1066, baseline_mb=116.0, fixed_mb=136.0)
+    for w in ("gw0", "gw1"):
+        core.worker_up(w)
+    core.sample(136.0 + 2 * 216.0, {"gw0": 216.0, "gw1": 216.0})  # both at rest, 100 MiB over
+    (first,) = core.want("gw0", 0.0)
+    assert isinstance(first, Send) and first.unit.name == "fixture:pool"  # 136 + 216 + 475 + 216 fits
+    core.started("gw0", first.unit.name, 0.0)
+    core.sample(136.0 + 2 * 216.0, {"gw0": 216.0, "gw1": 216.0})  # the pool not up yet
+    (d,) = core.want("gw1", 0.1)
+    assert isinstance(d, Wait), d  # with a small file's 30 MiB: 1073 > 1066, the pool not up yet
+
+
 def test_the_adapter_admits_against_the_budget_less_the_plans_headroom() -> None:
     # Two 260 MiB hogs fit a 600 MiB budget together (baselines 0); with 100 MiB of it kept as
     # headroom they must take turns. The adapter gives the core what the plan admits against.
