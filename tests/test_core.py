@@ -997,6 +997,18 @@ def test_a_unit_growing_when_its_worker_is_first_read_is_not_counted_twice() -> 
     core.sample(136.0 + 2 * 216.0, {"gw0": 216.0, "gw1": 216.0})  # the pool not up yet
     (d,) = core.want("gw1", 0.1)
     assert isinstance(d, Wait), d  # with a small file's 30 MiB: 1073 > 1066, the pool not up yet
+    # never read at rest, but read while starting: what it had grown to by then counts
+    core = Core(units, [pool], budget_mb=1066, baseline_mb=116.0, fixed_mb=136.0)
+    core.expect(["gw0", "gw1"])
+    core.sample(136.0 + 216.0 + 216.0, {"gw0": 216.0, "gw1": 216.0})  # both still starting
+    core.worker_up("gw0")
+    (first,) = core.want("gw0", 0.0)
+    assert isinstance(first, Send) and first.unit.name == "fixture:pool"
+    core.started("gw0", first.unit.name, 0.0)
+    core.worker_up("gw1")
+    core.sample(136.0 + 400.0 + 216.0, {"gw0": 400.0, "gw1": 216.0})  # the pool on its way up
+    (d,) = core.want("gw1", 0.1)
+    assert isinstance(d, Wait), d  # 136 + 216 + 475 + 216 + 30 > 1066
 
 
 def test_the_adapter_admits_against_the_budget_less_the_plans_headroom() -> None:

@@ -360,6 +360,7 @@ class Core:
         self._workers: dict[str, _Worker] = {}
         self._excess = 0.0  # live memory beyond the prediction (last sample)
         self._under: dict[str, float] = {}  # each worker's least excess read at rest
+        self._grown: dict[str, float] = {}  # each worker's excess over its baseline as it started
         self._total = self.fixed_mb  # predicted tree: fixed + per worker baseline + peak
         self._coming: set[str] = set()  # workers expected, not up yet: their baselines are in ``_total``
         self._blocked: _Slot | None = None  # the first unit in order waiting for memory
@@ -497,20 +498,28 @@ class Core:
                                - sum(self._resting(w) for w in self._workers.values()))
             return
         starting = {n: float(mb) for n, mb in workers_mb.items() if n in self._coming}
-        excess = sum(max(0.0, mb - self.baseline_mb) for mb in starting.values())
+        excess = 0.0
+        for n, mb in starting.items():
+            over = max(0.0, mb - self.baseline_mb)
+            excess += over
+            self._grown[n] = max(self._grown.get(n, 0.0), over)  # it grows as it starts
         known = {n: float(mb) for n, mb in workers_mb.items() if n in self._workers}
         for name, mb in known.items():
             w = self._workers[name]
             # A baseline larger than planned would hide under a started unit's predicted
-            # peak; it shows in what the worker holds at rest (no unit started: its baseline,
-            # what it keeps, its resident fixtures), the least of it over the run. A reading
-            # while a unit runs cannot tell the two apart: pool-heavy's budget case read its
-            # gw0 first 0.1 s after its first unit began, with half its pool up, and counted
-            # that 350 MiB twice until the pool was released, gw1 idle for 4.8 s meanwhile.
+            # peak. It shows in what the worker holds at rest (no unit started: its baseline,
+            # what it keeps, its resident fixtures), the least of it over the run; before any
+            # such reading, at least in what it had grown to while starting (it grows as it
+            # imports and collects). A reading while a unit runs cannot tell the two apart:
+            # pool-heavy's budget case read its gw0 first 0.1 s after its first unit began,
+            # with half its pool up, and counted that 350 MiB twice until the pool was
+            # released, gw1 idle for 4.8 s meanwhile.
             if not (w.queue and w.queue[0].start is not None):
                 rest_over = max(0.0, float(mb) - self._resting(w))
                 self._under[name] = min(self._under.get(name, math.inf), rest_over)
-            under = self._under.get(name, 0.0)
+            under = self._under.get(name)
+            if under is None:
+                under = self._grown.get(name, 0.0)
             excess += under + max(0.0, float(mb) - self._visible(w) - under)
         # the rest of the tree: the controller, and workers not measured on their own yet
         # (those still starting whose pid xdist has not said hold up to their baselines there)
