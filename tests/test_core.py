@@ -1011,6 +1011,42 @@ def test_a_unit_growing_when_its_worker_is_first_read_is_not_counted_twice() -> 
     assert isinstance(d, Wait), d  # 136 + 216 + 475 + 216 + 30 > 1066
 
 
+def test_the_adapter_tells_the_core_when_a_units_fixtures_are_up() -> None:
+    # Until a test of the pool's unit has ended, a reading of its worker cannot tell the pool
+    # from its baseline; after, what is over the pool's plan counts as the baseline's, under
+    # the unit's own memory still to grow (200 MiB planned here). (The reading read at rest
+    # first, so the 150 MiB is the unit's doing: the rule cannot know that, and errs on the
+    # budget's side.)
+    pool = FixtureCost("pool", "session", 1.0, procs=3, mb=475.0)
+    units = [Unit("tests/test_p.py", ("tests/test_p.py",), 5.0, 675.0, ("pool",), last_s=0.5),
+             *(Unit(f"tests/test_c{i}.py", (f"tests/test_c{i}.py",), 0.5, 30.0, last_s=0.1) for i in range(3))]
+    collection = [f"{u.files[0]}::t{k}" for u in units for k in range(3)]
+
+    def gw1_after(first_test_done: bool) -> list[int]:
+        reading = {"gw0": 116.0}  # at rest, as planned (the baseline's excess is its first unit's doing)
+        plan = _plan(units, (pool,), budget=1200.0, baseline_mb=116.0, fixed_mb=136.0)
+        sched = SuitefitScheduling(None, None, plan, numnodes=2,
+                                   live=lambda: (136.0 + sum(reading.values()), dict(reading)))
+        gw0, gw1 = FakeNode("gw0"), FakeNode("gw1")
+        sched.add_node(gw0)
+        sched.add_node(gw1)
+        sched.add_node_collection(gw0, collection)
+        sched.schedule()
+        assert [collection[i] for i in gw0.sent] == ["tests/test_p.py::t0", "tests/test_p.py::t1",
+                                                     "tests/test_p.py::t2"]
+        reading["gw0"] = 116.0 + 475.0 + 150.0  # the pool up, and 150 MiB more
+        if first_test_done:
+            sched.mark_test_complete(gw0, gw0.queue.pop(0))
+        reading["gw1"] = 116.0
+        sched.add_node_collection(gw1, collection)
+        sched.schedule()  # as xdist calls it after each worker's collection
+        return gw1.sent
+
+    # 136 + 116 + 675 + 116 + 30 = 1073 planned; with the baseline's 150: 1223 > 1200
+    assert gw1_after(first_test_done=False)  # the reading says nothing yet: a small file goes
+    assert gw1_after(first_test_done=True) == []  # it waits
+
+
 def test_the_adapter_admits_against_the_budget_less_the_plans_headroom() -> None:
     # Two 260 MiB hogs fit a 600 MiB budget together (baselines 0); with 100 MiB of it kept as
     # headroom they must take turns. The adapter gives the core what the plan admits against.

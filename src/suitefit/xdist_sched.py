@@ -76,6 +76,7 @@ class _Assigned:
     indices: list[int]
     left: set[int] = field(default_factory=set)
     started: bool = False
+    set_up: bool = False  # a test of it has ended: its fixtures are up (``Core.set_up``)
 
 
 class SuitefitScheduling:
@@ -225,6 +226,9 @@ class SuitefitScheduling:
                 a.left.discard(item_index)
                 if not a.left:  # then out of the loop at once: no iterator goes on
                     self._unit_done(node, a, self._now())
+                elif not a.set_up:  # its first test is done: what it sets up at its start is up
+                    a.set_up = True
+                    self.core.set_up(node.gateway.id, a.unit.name)
                 break
         self._note_running(node)
         self._ask(node)

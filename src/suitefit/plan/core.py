@@ -192,7 +192,7 @@ def own_mb(unit: Unit, fx_mb: Mapping[str, float], worker_mb: float | None = Non
 
 class _Slot:
     __slots__ = ("end", "fork", "fx", "fx_mb", "least", "nosplit", "own", "peak0", "pos", "release", "seen",
-                 "splitting", "start", "taken", "unit")
+                 "set_up", "splitting", "start", "taken", "unit")
 
     def __init__(self, unit: Unit, fx_mb: Mapping[str, float], pos: int, baseline_mb: float) -> None:
         self.unit = unit
@@ -210,6 +210,7 @@ class _Slot:
         # over it must not follow the hash seed's order, see ``_steps``)
         self.release: dict[str, None] = {}
         self.start: float | None = None
+        self.set_up = not self.fx  # its fixtures are up: a test of it has ended (``Core.set_up``)
         self.end = 0.0  # predicted end (set when queued, corrected when it starts)
         self.splitting = False  # a Split of its tail is out (``Core.split_done`` answers it)
         self.nosplit = False  # the runner could not take its tail once: not asked again
@@ -359,7 +360,7 @@ class Core:
         self._freed_version = 0  # counts a releasable fixture's users reaching or leaving 0
         self._workers: dict[str, _Worker] = {}
         self._excess = 0.0  # live memory beyond the prediction (last sample)
-        self._under: dict[str, float] = {}  # each worker's least excess read at rest
+        self._under: dict[str, float] = {}  # each worker's least reading over what it should hold
         self._grown: dict[str, float] = {}  # each worker's excess over its baseline as it started
         self._total = self.fixed_mb  # predicted tree: fixed + per worker baseline + peak
         self._coming: set[str] = set()  # workers expected, not up yet: their baselines are in ``_total``
@@ -500,26 +501,24 @@ class Core:
         starting = {n: float(mb) for n, mb in workers_mb.items() if n in self._coming}
         excess = 0.0
         for n, mb in starting.items():
-            over = max(0.0, mb - self.baseline_mb)
-            excess += over
-            self._grown[n] = max(self._grown.get(n, 0.0), over)  # it grows as it starts
+            grown = max(0.0, mb - self.baseline_mb)
+            excess += grown
+            self._grown[n] = max(self._grown.get(n, 0.0), grown)  # it grows as it starts
         known = {n: float(mb) for n, mb in workers_mb.items() if n in self._workers}
         for name, mb in known.items():
             w = self._workers[name]
-            # A baseline larger than planned would hide under a started unit's predicted
-            # peak. It shows in what the worker holds at rest (no unit started: its baseline,
-            # what it keeps, its resident fixtures), the least of it over the run; before any
-            # such reading, at least in what it had grown to while starting (it grows as it
-            # imports and collects). A reading while a unit runs cannot tell the two apart:
-            # pool-heavy's budget case read its gw0 first 0.1 s after its first unit began,
-            # with half its pool up, and counted that 350 MiB twice until the pool was
-            # released, gw1 idle for 4.8 s meanwhile.
-            if not (w.queue and w.queue[0].start is not None):
-                rest_over = max(0.0, float(mb) - self._resting(w))
-                self._under[name] = min(self._under.get(name, math.inf), rest_over)
-            under = self._under.get(name)
-            if under is None:
-                under = self._grown.get(name, 0.0)
+            # A baseline larger than planned would hide under a started unit's predicted peak.
+            # It shows in the least of the worker's readings over what it should hold then
+            # apart from its started unit's own memory (that grows test by test), and is at
+            # least what the worker had grown to while starting. A reading taken while a
+            # started unit's fixtures are set up cannot tell them from the baseline: it says
+            # nothing. pool-heavy's budget case read its gw0 first 0.1 s after its first unit
+            # began, with 466 of its pool's 475 MiB up; taken for the baseline, that was 350
+            # MiB counted twice until the pool was released, and gw1 stood idle 4.8 s.
+            settled = self._over_settled(w, float(mb))
+            if settled is not None:
+                self._under[name] = min(self._under.get(name, math.inf), settled)
+            under = max(self._under.get(name, 0.0), self._grown.get(name, 0.0))
             excess += under + max(0.0, float(mb) - self._visible(w) - under)
         # the rest of the tree: the controller, and workers not measured on their own yet
         # (those still starting whose pid xdist has not said hold up to their baselines there)
@@ -543,6 +542,27 @@ class Core:
                 if f not in w.base:
                     held += mb[f]
         return self.baseline_mb + max(0.0, w.kept) + held + own
+
+    def _over_settled(self, w: _Worker, mb: float) -> float | None:
+        """How far a reading of ``w`` is over what it should hold but for its started unit's
+        own memory (its baseline, what it keeps, resident fixtures, and those of the started
+        unit once set up); None while that unit's fixtures are being set up."""
+        held = self._resting(w)
+        head = w.queue[0] if w.queue else None
+        if head is not None and head.start is not None:
+            new = [f for f in head.fx if f not in w.base]
+            if new and not head.set_up:
+                return None
+            held += math.fsum(self._fx_mb[f] for f in new)
+        return max(0.0, mb - held)
+
+    def set_up(self, name: str, unit: str) -> None:
+        """A test of ``unit`` has ended on ``name``: the fixtures it sets up at its start are up."""
+        w = self._workers.get(name)
+        for s in w.queue if w is not None else ():
+            if s.unit.name == unit:
+                s.set_up = True
+                return
 
     def _resting(self, w: _Worker) -> float:
         return self.baseline_mb + max(0.0, w.kept) + math.fsum(self._fx_mb[f] for f in w.base)
