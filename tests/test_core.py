@@ -1014,9 +1014,9 @@ def test_a_unit_growing_when_its_worker_is_first_read_is_not_counted_twice() -> 
 def test_the_adapter_tells_the_core_when_a_units_fixtures_are_up() -> None:
     # Until a test of the pool's unit has ended, a reading of its worker cannot tell the pool
     # from its baseline; after, what is over the pool's plan counts as the baseline's, under
-    # the unit's own memory still to grow (200 MiB planned here). (The reading read at rest
-    # first, so the 150 MiB is the unit's doing: the rule cannot know that, and errs on the
-    # budget's side.)
+    # the unit's own memory still to grow (200 MiB planned here). The 116 MiB was read while
+    # gw0 started, so the 150 MiB may as well be the unit's own memory already up: the rule
+    # cannot tell the two apart, and errs on the budget's side (it counts it twice).
     pool = FixtureCost("pool", "session", 1.0, procs=3, mb=475.0)
     units = [Unit("tests/test_p.py", ("tests/test_p.py",), 5.0, 675.0, ("pool",), last_s=0.5),
              *(Unit(f"tests/test_c{i}.py", (f"tests/test_c{i}.py",), 0.5, 30.0, last_s=0.1) for i in range(3))]
