@@ -997,6 +997,12 @@ def test_a_unit_growing_when_its_worker_is_first_read_is_not_counted_twice() -> 
     core.sample(136.0 + 2 * 216.0, {"gw0": 216.0, "gw1": 216.0})  # the pool not up yet
     (d,) = core.want("gw1", 0.1)
     assert isinstance(d, Wait), d  # with a small file's 30 MiB: 1073 > 1066, the pool not up yet
+    # nor is it cleared by a later reading below the prediction: one taken before the pool was
+    # whole, but read after a test of the unit ended (a sample up to 0.2 s old does that)
+    core.set_up("gw0", first.unit.name)
+    core.sample(136.0 + 416.0 + 216.0, {"gw0": 416.0, "gw1": 216.0})
+    ds = core.want("gw1", 0.2)
+    assert not any(isinstance(d, Send) for d in ds), ds  # still waiting
     # never read at rest, but read while starting: what it had grown to by then counts
     core = Core(units, [pool], budget_mb=1066, baseline_mb=116.0, fixed_mb=136.0)
     core.expect(["gw0", "gw1"])

@@ -360,7 +360,8 @@ class Core:
         self._freed_version = 0  # counts a releasable fixture's users reaching or leaving 0
         self._workers: dict[str, _Worker] = {}
         self._excess = 0.0  # live memory beyond the prediction (last sample)
-        self._under: dict[str, float] = {}  # each worker's least reading over what it should hold
+        self._under: dict[str, float] = {}  # each worker's least reading at rest over what it should hold
+        self._under_running: dict[str, float] = {}  # the same over readings while a unit runs
         self._grown: dict[str, float] = {}  # each worker's excess over its baseline as it started
         self._total = self.fixed_mb  # predicted tree: fixed + per worker baseline + peak
         self._coming: set[str] = set()  # workers expected, not up yet: their baselines are in ``_total``
@@ -508,17 +509,22 @@ class Core:
         for name, mb in known.items():
             w = self._workers[name]
             # A baseline larger than planned would hide under a started unit's predicted peak.
-            # It shows in the least of the worker's readings over what it should hold then
-            # apart from its started unit's own memory (that grows test by test), and is at
-            # least what the worker had grown to while starting. A reading taken while a
-            # started unit's fixtures are set up cannot tell them from the baseline: it says
+            # It shows in the least of the worker's readings over what it should hold then:
+            # at rest (no unit started) that is exact, and once the worker has been read so,
+            # it alone counts. Before, the least of its readings while units run, over what it
+            # should hold but for the running unit's own memory (it grows test by test), and
+            # at least what the worker had grown to while starting. A reading taken while a
+            # unit's fixtures are being set up cannot tell them from the baseline: it says
             # nothing. pool-heavy's budget case read its gw0 first 0.1 s after its first unit
             # began, with 466 of its pool's 475 MiB up; taken for the baseline, that was 350
             # MiB counted twice until the pool was released, and gw1 stood idle 4.8 s.
-            settled = self._over_settled(w, float(mb))
+            settled, at_rest = self._over_settled(w, float(mb))
             if settled is not None:
-                self._under[name] = min(self._under.get(name, math.inf), settled)
-            under = max(self._under.get(name, 0.0), self._grown.get(name, 0.0))
+                seen = self._under if at_rest else self._under_running
+                seen[name] = min(seen.get(name, math.inf), settled)
+            under = self._under.get(name)
+            if under is None:
+                under = max(self._under_running.get(name, 0.0), self._grown.get(name, 0.0))
             excess += under + max(0.0, float(mb) - self._visible(w) - under)
         # the rest of the tree: the controller, and workers not measured on their own yet
         # (those still starting whose pid xdist has not said hold up to their baselines there)
@@ -543,18 +549,20 @@ class Core:
                     held += mb[f]
         return self.baseline_mb + max(0.0, w.kept) + held + own
 
-    def _over_settled(self, w: _Worker, mb: float) -> float | None:
+    def _over_settled(self, w: _Worker, mb: float) -> tuple[float | None, bool]:
         """How far a reading of ``w`` is over what it should hold but for its started unit's
         own memory (its baseline, what it keeps, resident fixtures, and those of the started
-        unit once set up); None while that unit's fixtures are being set up."""
+        unit once set up), None while that unit's fixtures are being set up; and whether it
+        was read at rest (no unit started)."""
         held = self._resting(w)
         head = w.queue[0] if w.queue else None
-        if head is not None and head.start is not None:
-            new = [f for f in head.fx if f not in w.base]
-            if new and not head.set_up:
-                return None
-            held += math.fsum(self._fx_mb[f] for f in new)
-        return max(0.0, mb - held)
+        if head is None or head.start is None:
+            return max(0.0, mb - held), True
+        new = [f for f in head.fx if f not in w.base]
+        if new and not head.set_up:
+            return None, False
+        held += math.fsum(self._fx_mb[f] for f in new)
+        return max(0.0, mb - held), False
 
     def set_up(self, name: str, unit: str) -> None:
         """A test of ``unit`` has ended on ``name``: the fixtures it sets up at its start are up."""
