@@ -1053,6 +1053,47 @@ def test_the_adapter_tells_the_core_when_a_units_fixtures_are_up() -> None:
     assert gw1_after(first_test_done=True) == []  # it waits
 
 
+def test_a_decision_waits_for_an_ended_workers_process_to_leave_the_tree() -> None:
+    # pool-heavy-30's budget case: gw0 was shut down to make room for the hog; the next
+    # decision read a sample taken before gw0's process had exited (up to 0.2 s old), its
+    # memory counted as the controller's excess, and the hog went with a warning, "over the
+    # budget", while the tree stayed 6% under it.
+    units = [Unit("tests/test_hog.py", ("tests/test_hog.py",), 1.0, 500.0),
+             Unit("tests/test_s.py", ("tests/test_s.py",), 0.5, 1.0)]
+    collection = [f"{u.files[0]}::t{k}" for u in units for k in range(2)]
+    stale: dict[str, int] = {}  # an ended worker -> samples that still hold it
+
+    def live() -> tuple[float, dict[str, float]]:
+        here = {n.gateway.id: 120.0 for n in (gw0, gw1) if n in sched.node2pending}
+        for wid in list(stale):
+            if stale[wid] > 0:
+                stale[wid] -= 1
+                here[wid] = 120.0
+        return 50.0 + sum(here.values()), here
+
+    decisions: list[tuple[str, str, str]] = []
+    plan = _plan(units, budget=700.0, baseline_mb=120.0, fixed_mb=50.0)
+    sched = SuitefitScheduling(None, None, plan, numnodes=2, live=live,
+                               on_decision=lambda kind, w, unit, why: decisions.append((kind, w, unit)))
+    gw0, gw1 = FakeNode("gw0"), FakeNode("gw1")
+    for n in (gw0, gw1):
+        sched.add_node(n)
+        sched.add_node_collection(n, collection)
+    sched.schedule()
+    # 50 + 2 x 120 + 500 = 790 > 700: the hog waits for one worker to end
+    for n in (gw0, gw1):
+        for i in list(n.queue):
+            n.queue.remove(i)
+            sched.mark_test_complete(n, i)
+    (ended,) = [d[1] for d in decisions if d[0] == "shutdown"]
+    node = gw0 if ended == "gw0" else gw1
+    stale[ended] = 3
+    sched.remove_node(node)  # its process has exited; the last samples still hold it
+    hog = [d for d in decisions if d[2] == "tests/test_hog.py" and d[0] in ("send", "over-budget")]
+    assert hog and hog[-1][0] == "send", decisions  # 50 + 120 + 500 = 670 of 700: no warning
+    assert stale[ended] == 0  # the decision waited for the samples without it
+
+
 def test_the_adapter_admits_against_the_budget_less_the_plans_headroom() -> None:
     # Two 260 MiB hogs fit a 600 MiB budget together (baselines 0); with 100 MiB of it kept as
     # headroom they must take turns. The adapter gives the core what the plan admits against.

@@ -73,11 +73,15 @@ class RunControl:
         self.journal.update_memory(dict(self.worker_mb), s.rss_mb)
 
     def live(self) -> tuple[float, dict[str, float]]:
+        """The tree's MiB and each worker's, as the latest sample read them: a worker whose
+        process has exited is not in it (the core waits on that: ``Core.leaving``)."""
         last = self.sampler.last
         if last is None or timing.monotonic() - last.t > 0.2:
             last = self.sampler.sample_now(self.worker_pids)
             self._on_sample(last)
-        return last.rss_mb, dict(self.worker_mb)
+        if not self.worker_pids:  # single process: it is the worker
+            return last.rss_mb, dict(self.worker_mb)
+        return last.rss_mb, dict(last.workers)
 
     def _heartbeat(self, line: str, level: float, tree_mb: float) -> None:
         self.say(line)

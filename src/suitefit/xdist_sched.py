@@ -38,6 +38,8 @@ from suitefit.plan.core import (
 )
 
 EXIT_WAIT_S = 10.0  # a worker ended early has this long to finish its session's end and exit
+LEAVE_WAIT_S = 1.0  # how long a decision waits for an ended worker's process to leave the tree
+LEAVE_POLL_S = 0.02  # the sampler streams a sample every 0.1 s
 LiveMemory = Callable[[], tuple[float, dict[str, float]]]  # (tree MiB, worker id -> its tree MiB)
 DecisionSink = Callable[[str, str, str, str], None]  # kind, worker, unit, reason
 
@@ -386,6 +388,17 @@ class SuitefitScheduling:
             if node is not None:
                 self._ask(node)
 
+    def _await_leaving(self) -> None:
+        """A worker that has ended is still in the tree until its process exits (xdist hears
+        of its end first), and nobody else runs a test: decide once it has left, at most
+        ``LEAVE_WAIT_S`` from now. Decided before, its memory counted against what is sent
+        (a hog went "over the budget" while the tree stayed 6% under it); nothing else could
+        ask the core again, so the wait is here, on the samples the sampler streams."""
+        deadline = timing.monotonic() + LEAVE_WAIT_S
+        while self.core.leaving() and timing.monotonic() < deadline:
+            time.sleep(LEAVE_POLL_S)
+            self.core.sample(*self.live())
+
     def _ask(self, node: Any) -> None:
         """A node with fewer than two pending tests needs its next unit: the core says which.
         Not before it has collected: tests are sent as indices into its collection."""
@@ -395,6 +408,8 @@ class SuitefitScheduling:
         while len(self.node2pending[node]) < 2 and node not in self._shutdown:
             if self.core.pending and self.plan.admit_mb:
                 self.core.sample(*self.live())
+                if self.core.leaving() and not self.core.busy_besides(node.gateway.id):
+                    self._await_leaving()
             holding = len(self.node2pending[node]) == 1
             if not self.core.pending:  # the tail: what a split decides on is how far units are
                 self._tell_progress()

@@ -363,6 +363,8 @@ class Core:
         self._under: dict[str, float] = {}  # each worker's least reading at rest over what it should hold
         self._under_running: dict[str, float] = {}  # the same over readings while a unit runs
         self._grown: dict[str, float] = {}  # each worker's excess over its baseline as it started
+        self._gone: set[str] = set()  # workers down (``worker_down``)
+        self._leaving: tuple[str, ...] = ()  # of those, the ones the last sample still read
         self._total = self.fixed_mb  # predicted tree: fixed + per worker baseline + peak
         self._coming: set[str] = set()  # workers expected, not up yet: their baselines are in ``_total``
         self._blocked: _Slot | None = None  # the first unit in order waiting for memory
@@ -499,6 +501,7 @@ class Core:
             self._excess = max(0.0, float(tree_mb) - self.fixed_mb - len(self._coming) * self.baseline_mb
                                - sum(self._resting(w) for w in self._workers.values()))
             return
+        self._leaving = tuple(sorted(n for n in workers_mb if n in self._gone))
         starting = {n: float(mb) for n, mb in workers_mb.items() if n in self._coming}
         excess = 0.0
         for n, mb in starting.items():
@@ -625,6 +628,7 @@ class Core:
         w = self._workers.pop(name, None)
         self._cheap.pop(name, None)
         self._busy.discard(name)
+        self._gone.add(name)
         if w is None:
             if name in self._coming:  # gone before it was up: its place is free
                 self._coming.discard(name)
@@ -988,6 +992,15 @@ class Core:
         if self.budget_mb is None:
             return True
         return self._floor() + self._pinned_mb(slot.fx) + slot.peak0 <= self.budget_mb
+
+    def leaving(self) -> tuple[str, ...]:
+        """Workers down whose processes the last sample still read: their memory is in the
+        tree until they have exited (a worker's end reaches the runner before its exit)."""
+        return self._leaving
+
+    def busy_besides(self, name: str) -> bool:
+        """Does a worker other than ``name`` run a test, or end (``_executing``)?"""
+        return len(self._busy) > (name in self._busy)
 
     def _executing(self, exclude: _Worker) -> bool:
         """Is any other worker running a test (not waiting with a held or no test), or
