@@ -13,6 +13,7 @@ import itertools
 import math
 import operator
 import random
+import time
 from collections import Counter
 from types import SimpleNamespace
 
@@ -33,7 +34,7 @@ from suitefit.plan.core import (
     chunk_of,
 )
 from suitefit.plan.simulate import simulate
-from suitefit.xdist_sched import SuitefitScheduling
+from suitefit.xdist_sched import LEAVE_WAIT_S, SuitefitScheduling
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -1092,6 +1093,13 @@ def test_a_decision_waits_for_an_ended_workers_process_to_leave_the_tree() -> No
     hog = [d for d in decisions if d[2] == "tests/test_hog.py" and d[0] in ("send", "over-budget")]
     assert hog and hog[-1][0] == "send", decisions  # 50 + 120 + 500 = 670 of 700: no warning
     assert stale[ended] == 0  # the decision waited for the samples without it
+    # a process that never leaves is waited for once (at most LEAVE_WAIT_S), not at every decision
+    stale[ended] = 10**6
+    sched.core.sample(*live())
+    assert sched.core.leaving() == (ended,)
+    t0 = time.monotonic()
+    sched._await_leaving()
+    assert time.monotonic() - t0 < LEAVE_WAIT_S / 2
 
 
 def test_the_adapter_admits_against_the_budget_less_the_plans_headroom() -> None:

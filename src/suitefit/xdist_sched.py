@@ -89,6 +89,7 @@ class SuitefitScheduling:
         self.log = log
         self.plan = plan
         self.live = live
+        self._awaited: set[str] = set()  # ended workers a decision has waited for (``_await_leaving``)
         self.journal = journal
         self.on_decision = on_decision or (lambda *a: None)
         self.releases = releases
@@ -394,8 +395,12 @@ class SuitefitScheduling:
         ``LEAVE_WAIT_S`` from now. Decided before, its memory counted against what is sent
         (a hog went "over the budget" while the tree stayed 6% under it); nothing else could
         ask the core again, so the wait is here, on the samples the sampler streams."""
+        waited = set(self.core.leaving()) - self._awaited
+        if not waited:  # once for each ended worker: one whose process stays does not stall every decision
+            return
+        self._awaited |= waited
         deadline = timing.monotonic() + LEAVE_WAIT_S
-        while self.core.leaving() and timing.monotonic() < deadline:
+        while waited & set(self.core.leaving()) and timing.monotonic() < deadline:
             time.sleep(LEAVE_POLL_S)
             self.core.sample(*self.live())
 
