@@ -999,18 +999,14 @@ class Core:
         return self._leaving
 
     def busy_besides(self, name: str) -> bool:
-        """Does a worker other than ``name`` run a test, or end (``_executing``)?"""
-        return len(self._busy) > (name in self._busy)
-
-    def _executing(self, exclude: _Worker) -> bool:
-        """Is any other worker running a test (not waiting with a held or no test), or
+        """Is any worker but ``name`` running a test (not waiting with a held or no test), or
         ending (its memory goes once it is down)? Then waiting is not waiting forever.
         (From the set ``_mark`` keeps: asked at every decision, a look at every worker there
         made a 64-worker simulation quadratic in its workers.)"""
-        return len(self._busy) > (exclude.name in self._busy)
+        return len(self._busy) > (name in self._busy)
 
     def _mark(self, w: _Worker) -> None:
-        """After any change of ``w``'s queue, waiting or draining: is it busy (``_executing``)?"""
+        """After any change of ``w``'s queue, waiting or draining: is it busy (``busy_besides``)?"""
         if (w.queue and not w.waiting) or w.draining:
             self._busy.add(w.name)
         else:
@@ -1020,7 +1016,7 @@ class Core:
         head = self._head_slot()
         assert head is not None
         budget = self.budget_mb
-        others = self._executing(w)
+        others = self.busy_besides(w.name)
         # list scheduling by availability: a worker still holding a long test leaves the
         # long units to a worker that will be free sooner
         if w.holding and self._pending > 1 and len(self._workers) > 1:
@@ -1144,7 +1140,7 @@ class Core:
                            f"now, over the {fmt_mb(ceiling)} this plan keeps under; this one first "
                            f"(tree {fmt_mb(t - self._excess)})")
         # waiting ends: a running unit ends (and each end asks again), or none runs and it goes
-        if self._executing(w) and self._floor() + self._pinned_mb(head.fx) + head.peak0 <= ceiling:
+        if self.busy_besides(w.name) and self._floor() + self._pinned_mb(head.fx) + head.peak0 <= ceiling:
             return None, (f"keeps hogs apart: {head.unit.name} would take the predicted tree to {fmt_mb(total)} now, "
                           f"over the {fmt_mb(ceiling)} this plan keeps under, and nothing later fits "
                           f"under it: waits for a running unit to end")
