@@ -303,6 +303,48 @@ def test_a_profile_calibrates_on_workers_and_the_next_plan_knows_the_contention(
     assert 2 in costs.slowdown and costs.slowdown_unconfirmed == frozenset()
 
 
+def test_the_calibrations_workers_get_the_thread_pools_a_plans_workers_get(tmp_path: Path) -> None:
+    """One way to run workers: the calibration measures contention for `suitefit run`'s
+    workers, which share the CPUs out among their thread pools (``threads.py``). scipy's
+    conftest, finding no OMP_NUM_THREADS under xdist, called threadpoolctl at every test's
+    setup (~1.6 ms a test): unpinned, the slice read x1.39-1.46 where whole runs measured
+    x1.13-1.18. A variable the user set stays the user's."""
+    import os
+
+    from suitefit.threads import THREAD_VARS, threads_per_worker
+
+    _project(tmp_path)
+    (tmp_path / "tests" / "conftest.py").write_text(
+        "import json, os\n"
+        "def pytest_configure(config):\n"
+        "    w = os.environ.get('PYTEST_XDIST_WORKER')\n"
+        "    if w:\n"
+        f"        seen = {{v: os.environ.get(v) for v in {THREAD_VARS!r}}}\n"
+        "        with open(os.path.join(str(config.rootpath), 'threads.jsonl'), 'a') as f:\n"
+        "            f.write(json.dumps({'worker': w, 'seen': seen}) + '\\n')\n")
+    user = {"MKL_NUM_THREADS": "3"}
+    prof = suitefit("profile", "--", "-q", cwd=tmp_path, env=user)
+    assert prof.returncode == 0, prof.stderr
+    assert "suitefit: calibration run 2" in prof.stderr, prof.stderr
+    import json
+
+    per = threads_per_worker(len(os.sched_getaffinity(0)), 2)
+    assert per is not None
+    want = {v: user.get(v) or os.environ.get(v) or str(per) for v in THREAD_VARS}
+    seen = [json.loads(ln) for ln in (tmp_path / "threads.jsonl").read_text().splitlines()]
+    assert {s["worker"] for s in seen} == {"gw0", "gw1"} and all(s["seen"] == want for s in seen), (seen, want)
+    with History(tmp_path / ".suitefit" / "history.sqlite") as h:
+        meta = h.run(2).meta_dict
+    assert meta["threads_per_worker"] == per
+    assert set(meta["pinned_threads"]) == {v for v in THREAD_VARS if v not in user and v not in os.environ}
+    # and a plan's run gives its workers the same
+    (tmp_path / "threads.jsonl").unlink()
+    ran = suitefit("run", "--workers", "2", "--", "-q", cwd=tmp_path, env=user)
+    assert ran.returncode == 0, ran.stderr
+    seen = [json.loads(ln) for ln in (tmp_path / "threads.jsonl").read_text().splitlines()]
+    assert len(seen) == 2 and all(s["seen"] == want for s in seen), (seen, want)
+
+
 def test_no_calibrate_and_the_setting_leave_the_profile_serial(tmp_path: Path) -> None:
     _project(tmp_path)
     assert suitefit("profile", "--no-calibrate", "--", "-q", cwd=tmp_path).returncode == 0
