@@ -8,7 +8,10 @@ alternate; for each run it prints:
     start->session   from the command's start to the controller's session start
     ->first test     to the first test any worker starts
     tests            to the end of the last test (imbalance: between the workers' last ends)
-    ->exit           from there to the command's exit
+    ->exit           from there to the command's exit; split, from the same point: the
+                     controller's session finish, the last worker's unconfigure, the
+                     controller's unconfigure, its first and its last atexit handler (the
+                     rest is the interpreter's teardown and the command's end)
 
     python benchmarks/bench_phases.py --suite DIR [--pairs 4] [--dist worksteal] [-- PYTEST ARGS]
 
@@ -18,6 +21,7 @@ The suite needs a history (`suitefit profile` first). Medians of the phases end 
 from __future__ import annotations
 
 import argparse
+import atexit
 import glob
 import os
 import statistics
@@ -27,9 +31,13 @@ import tempfile
 import time
 from pathlib import Path
 
+import pytest
+
 _DIR = os.environ.get("BENCH_PHASES_DIR", "")
 _T0 = float(os.environ.get("BENCH_T0", "0") or 0)
 _first = [True]
+if _DIR:  # registered at import (``-p``), before any plugin's own: runs after them all
+    atexit.register(lambda: _say("atexit-last"))
 
 
 def _say(what: str) -> None:
@@ -60,6 +68,22 @@ def pytest_runtest_logfinish(nodeid: str, location: object) -> None:
             f.write(f"{time.time() - _T0:.4f}\n")
 
 
+# The end, in each process: where its session finish begins (before every other plugin's),
+# where its unconfigure ends (after every other's), and its interpreter's exit: the first
+# atexit handler to run (registered at unconfigure) and the last (registered when pytest
+# imported this module); what follows that is the interpreter's own teardown.
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session: object) -> None:
+    _say("sessionfinish")
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config: object) -> None:
+    _say("unconfigured")
+    if _DIR:
+        atexit.register(_say, "atexit")
+
+
 def _run(cmd: list[str], suite: Path, work: Path) -> dict[str, float]:
     for f in work.iterdir():
         f.unlink()
@@ -77,8 +101,19 @@ def _run(cmd: list[str], suite: Path, work: Path) -> dict[str, float]:
     lasts = sorted(float(Path(p).read_text()) for p in glob.glob(str(work / "last-*")))
     session = stamps["ctl sessionstart"]
     first = min(v for k, v in stamps.items() if k.endswith(" first"))
-    return {"start->session": session, "->first test": first - session, "tests": lasts[-1] - first,
-            "imbalance": lasts[-1] - lasts[0], "->exit": end - lasts[-1], "total": end}
+    last = lasts[-1]
+    workers_out = [v for k, v in stamps.items() if k.endswith(" unconfigured") and not k.startswith("ctl ")]
+    nan = float("nan")
+    return {"start->session": session, "->first test": first - session, "tests": last - first,
+            "imbalance": last - lasts[0], "->exit": end - last,
+            # the exit, split: to the controller's session finish, to the last worker's
+            # unconfigure, to the controller's unconfigure, its atexit, and its process's end
+            "ctl finish": stamps.get("ctl sessionfinish", nan) - last,
+            "workers out": (max(workers_out) if workers_out else nan) - last,
+            "ctl unconf": stamps.get("ctl unconfigured", nan) - last,
+            "ctl atexit": stamps.get("ctl atexit", nan) - last,
+            "ctl atexit-last": stamps.get("ctl atexit-last", nan) - last,
+            "total": end}
 
 
 def main(argv: list[str] | None = None) -> int:
