@@ -7,7 +7,6 @@ Registered by the plugin only when a plan is given (``--suitefit-plan``).
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,7 +21,6 @@ from suitefit.measure.journal import LEVELS, Heartbeat, Journal
 from suitefit.measure.sampler import Sample, SamplerProcess
 from suitefit.model import Plan
 from suitefit.streams import original_stderr
-from suitefit.threads import pin_threads, threads_per_worker
 from suitefit.units import fmt_mb
 
 if TYPE_CHECKING:
@@ -38,9 +36,6 @@ class RunControl:
         self.run_id = run_id
         self.sampler = sampler
         self.leftovers = leftovers  # the session's reaper: a dead worker's children go through it too
-        # before xdist starts the workers, which inherit this environment
-        self.threads = threads_per_worker(plan.budget.cpus, plan.workers)
-        self.pinned = pin_threads(os.environ, self.threads)
         self.budget_mb = plan.budget.memory_mb or None
         near = LEVELS[0] * self.budget_mb if self.budget_mb else float("inf")  # the first heartbeat
         self.journal = Journal(history.path.parent / f"inflight-{run_id}.json", run_id, at_once_from_mb=near)
@@ -55,9 +50,7 @@ class RunControl:
         sampler.subscribe(self._on_sample)
         if self.budget_mb:
             sampler.subscribe(Heartbeat(self.budget_mb, self.journal, self._heartbeat))
-        history.merge_run_meta(run_id, pinned_threads=self.pinned, threads_per_worker=self.threads,
-                               subreaper=leftovers.subreaper,
-                               journal=str(self.journal.path))
+        history.merge_run_meta(run_id, subreaper=leftovers.subreaper, journal=str(self.journal.path))
 
     # -- memory per worker -----------------------------------------------------------------
 

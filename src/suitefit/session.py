@@ -505,11 +505,17 @@ def _configure_controller(config: pytest.Config) -> None:
     if distributed:  # the workers' reports count the tests done (without xdist the recorder does)
         config.pluginmanager.register(_DoneCounter(side), "suitefit-done")
     plan_path = config.getoption("suitefit_plan")
+    plan = None
     if plan_path:
-        from suitefit.run_control import RunControl, load_plan
+        from suitefit.run_control import load_plan
 
-        side.control = RunControl(config, load_plan(plan_path), history, run_id, side.sampler,
-                                  side.leftovers, side.say)
+        plan = load_plan(plan_path)
+    if distributed and (plan is not None or config.getoption("suitefit_run_id") is not None):  # planned, or a verb's
+        _share_cpus(config, history, run_id, plan.budget.cpus if plan is not None else None)
+    if plan is not None:
+        from suitefit.run_control import RunControl
+
+        side.control = RunControl(config, plan, history, run_id, side.sampler, side.leftovers, side.say)
         config.pluginmanager.register(side.control, "suitefit-control")
         from suitefit.run_close import RunClose
 
@@ -535,6 +541,27 @@ def _configure_controller(config: pytest.Config) -> None:
             _attach_release(config, MAIN_WORKER, history, run_id)
     else:
         _start_sampler(config, side)
+
+
+def _share_cpus(config: pytest.Config, history: History, run_id: int, cpus: int | None) -> None:
+    """Give the xdist workers of a planned run, or of one a verb started (a profile's
+    calibration, `suitefit profile -n N`), the thread pools a plan's workers get (``threads.py``): what a
+    profile or a calibration measures is then what a plan's run does. Unpinned, scipy's
+    conftest called threadpoolctl at every test's setup under xdist and a calibration read
+    x1.32-1.46 where runs measured x1.09-1.18. Set in this process's environment before
+    xdist starts the workers, which inherit it. A user's own `pytest --suitefit` is measured
+    as it runs: left alone. ``cpus``: the plan's, else this machine's."""
+    from suitefit.threads import pin_threads, threads_per_worker
+
+    n = config.getoption("numprocesses", None)  # xdist has made "auto" a count by now
+    if not isinstance(n, int) or n < 2:
+        return
+    if cpus is None:
+        from suitefit.budget import detect_cpus
+
+        cpus = detect_cpus()[0]
+    threads = threads_per_worker(cpus, n)
+    history.merge_run_meta(run_id, pinned_threads=pin_threads(os.environ, threads), threads_per_worker=threads)
 
 
 def _start_sampler(config: pytest.Config, side: RunSide) -> None:

@@ -8,7 +8,6 @@ so the cost model reads it like any run with workers.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -30,7 +29,6 @@ from suitefit.exits import EXIT_FAILED, EXIT_OK, explain_exit
 from suitefit.history import History
 from suitefit.median import median
 from suitefit.summary import failed_tests
-from suitefit.threads import pin_threads, threads_per_worker
 from suitefit.units import fmt_s
 
 
@@ -102,16 +100,9 @@ def calibrate(h: History, cfg: Config, args: list[str], *, workers: int | None =
             "-p", "no:cacheprovider", *args]
     click.echo(f"suitefit: calibrating: {pick.why}, to measure how much they slow each other "
                f"(run {run_id}; pytest's output in {log})", err=True)
-    # Its workers run as a plan's would: with the CPUs shared out among their thread pools
-    # (``threads.py``). Without, scipy's conftest limited BLAS threads itself at every test's
-    # setup under xdist (threadpoolctl, ~1.6 ms a test): the slice read x1.39-1.46 where the
-    # runs it was to predict measured x1.13-1.18.
-    env = os.environ.copy()
-    threads = threads_per_worker(budget.cpus, pick.workers)
-    pinned = pin_threads(env, threads)
-    h.merge_run_meta(run_id, pinned_threads=pinned, threads_per_worker=threads)
+    # its workers get a plan's workers' thread pools from the plugin (``session._share_cpus``)
     with open(log, "wb") as out:
-        rc = run_pytest(full, stdout=out, stderr=subprocess.STDOUT, env=env)
+        rc = run_pytest(full, stdout=out, stderr=subprocess.STDOUT)
     listing.unlink(missing_ok=True)  # its input; the log (pytest's output) stays, the files are in the history
     status = finalize_run(h, run_id, rc)
     record_command_wall(h, run_id, unmeasured_s=before_s)
