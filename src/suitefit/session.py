@@ -545,16 +545,17 @@ def _configure_controller(config: pytest.Config) -> None:
 
 def _share_cpus(config: pytest.Config, history: History, run_id: int, cpus: int | None) -> None:
     """Give the xdist workers of a planned run, or of one a verb started (a profile's
-    calibration, `suitefit profile -n N`), the thread pools a plan's workers get (``threads.py``): what a
-    profile or a calibration measures is then what a plan's run does. Unpinned, scipy's
-    conftest called threadpoolctl at every test's setup under xdist and a calibration read
-    x1.32-1.46 where runs measured x1.09-1.18. Set in this process's environment before
-    xdist starts the workers, which inherit it. A user's own `pytest --suitefit` is measured
-    as it runs: left alone. ``cpus``: the plan's, else this machine's."""
+    calibration, `suitefit profile -n N`, a sweep's whole run), the thread pools a plan's
+    workers get (``threads.py``): what a profile or a calibration measures is then what a
+    plan's run does. Unpinned, scipy's conftest called threadpoolctl at every test's setup
+    under xdist, and a calibration read x1.32-1.46 where whole runs measured x1.09-1.18. Set
+    in this process's environment before xdist starts the workers, which inherit it. A
+    user's own `pytest --suitefit` is measured as it runs: left alone. ``cpus``: the plan's,
+    else this machine's (``budget.detect_cpus``: a cgroup's quota included)."""
     from suitefit.threads import pin_threads, threads_per_worker
 
-    n = config.getoption("numprocesses", None)  # xdist has made "auto" a count by now
-    if not isinstance(n, int) or n < 2:
+    n = _local_workers(config)
+    if n < 2:
         return
     if cpus is None:
         from suitefit.budget import detect_cpus
@@ -562,6 +563,16 @@ def _share_cpus(config: pytest.Config, history: History, run_id: int, cpus: int 
         cpus = detect_cpus()[0]
     threads = threads_per_worker(cpus, n)
     history.merge_run_meta(run_id, pinned_threads=pin_threads(os.environ, threads), threads_per_worker=threads)
+
+
+def _local_workers(config: pytest.Config) -> int:
+    """How many workers xdist starts: its ``--tx`` specs, which it has made of ``-n`` (``auto``
+    counted, ``--maxprocesses`` applied) before any plugin's configure; ``2*popen`` is two."""
+    n = 0
+    for spec in config.getoption("tx", None) or ():
+        head, star, _ = str(spec).partition("*")
+        n += int(head) if star and head.isdigit() else 1
+    return n
 
 
 def _start_sampler(config: pytest.Config, side: RunSide) -> None:
