@@ -310,8 +310,8 @@ def test_the_calibrations_workers_get_the_thread_pools_a_plans_workers_get(
     """One way to run workers: the calibration measures contention for `suitefit run`'s
     workers, which share the CPUs out among their thread pools (``threads.py``), and so does
     a profile with workers (``session._share_cpus``). Unpinned, scipy's conftest called
-    threadpoolctl at every test's setup under xdist (~1.6 ms a test), and the slice read
-    x1.32-1.46 where whole runs measured x1.09-1.18. A variable the user set stays the
+    threadpoolctl at every test's setup under xdist (~1.6 ms a test): the slice read x1.44
+    (median of seven), x1.33 pinned, where whole runs measured x1.09-1.18. A variable the user set stays the
     user's; a user's own `pytest -n 2 --suitefit` is left as the user runs it."""
     import json
     import os

@@ -548,7 +548,7 @@ def _share_cpus(config: pytest.Config, history: History, run_id: int, cpus: int 
     calibration, `suitefit profile -n N`, a sweep's whole run), the thread pools a plan's
     workers get (``threads.py``): what a profile or a calibration measures is then what a
     plan's run does. Unpinned, scipy's conftest called threadpoolctl at every test's setup
-    under xdist, and a calibration read x1.32-1.46 where whole runs measured x1.09-1.18. Set
+    under xdist: a calibration read x1.44 (median of seven), x1.33 pinned, whole runs x1.09-1.18. Set
     in this process's environment before xdist starts the workers, which inherit it. A
     user's own `pytest --suitefit` is measured as it runs: left alone. ``cpus``: the plan's,
     else this machine's (``budget.detect_cpus``: a cgroup's quota included)."""
