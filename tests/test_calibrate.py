@@ -370,6 +370,19 @@ def test_the_calibrations_workers_get_the_thread_pools_a_plans_workers_get(
     assert len(mine) == 2 and all(s == {v: user.get(v) for v in THREAD_VARS} for s in mine), mine
 
 
+def test_only_workers_on_this_machine_share_its_cpus(pytester: pytest.Pytester) -> None:
+    """``--tx`` as xdist reads it: ``popen`` workers run here and inherit the environment the
+    thread pools are set in; an ``ssh=`` or ``socket=`` worker runs on another machine's CPUs."""
+    from suitefit.session import _local_workers
+
+    config = pytester.parseconfig("--tx", "2*popen", "--tx", "ssh=build-host//python=python3",
+                                  "--tx", "popen//python=python3", "--tx", "socket=192.168.1.2:8888",
+                                  "--tx", "3*ssh=other//chdir=/tmp")
+    assert _local_workers(config) == 3
+    assert _local_workers(pytester.parseconfig("--tx", "ssh=a", "--tx", "ssh=b")) == 0
+    assert _local_workers(pytester.parseconfig()) == 0
+
+
 def test_no_calibrate_and_the_setting_leave_the_profile_serial(tmp_path: Path) -> None:
     _project(tmp_path)
     assert suitefit("profile", "--no-calibrate", "--", "-q", cwd=tmp_path).returncode == 0

@@ -566,12 +566,16 @@ def _share_cpus(config: pytest.Config, history: History, run_id: int, cpus: int 
 
 
 def _local_workers(config: pytest.Config) -> int:
-    """How many workers xdist starts: its ``--tx`` specs, which it has made of ``-n`` (``auto``
-    counted, ``--maxprocesses`` applied) before any plugin's configure; ``2*popen`` is two."""
+    """How many workers xdist starts on this machine: its ``--tx`` specs, which it has made of
+    ``-n`` (``auto`` counted, ``--maxprocesses`` applied) before any plugin's configure;
+    ``2*popen`` is two. Only ``popen`` workers run here and inherit this environment: an
+    ``ssh=`` or ``socket=`` worker runs on another machine's CPUs."""
     n = 0
     for spec in config.getoption("tx", None) or ():
-        head, star, _ = str(spec).partition("*")
-        n += int(head) if star and head.isdigit() else 1
+        head, star, rest = str(spec).partition("*")
+        count, gateway = (int(head), rest) if star and head.isdigit() else (1, str(spec))
+        if gateway.split("//", 1)[0].strip() == "popen":
+            n += count
     return n
 
 
