@@ -231,6 +231,61 @@ def test_tree_reader_reads_what_tree_parents_and_rss_read(tree: Tree) -> None:
     assert reader._open == {}
 
 
+# One thread besides the main one; on "swap" it ends and another begins (the same number of
+# threads, between two reads), which starts a process and prints its pid.
+SWAPPING_CHILD = textwrap.dedent("""
+    import subprocess, sys, threading
+    stop = threading.Event()
+    t = threading.Thread(target=stop.wait)
+    t.start()
+    kids = []
+    def start():
+        kids.append(subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE))
+        print(kids[-1].pid, flush=True)
+        stop.wait()
+    print("ready", flush=True)
+    for line in sys.stdin:
+        stop.set(); t.join(); stop.clear()
+        t = threading.Thread(target=start)
+        t.start()
+    stop.set(); t.join()
+    for k in kids:
+        k.stdin.close(); k.wait()
+""")
+
+
+def test_tree_reader_sees_a_process_started_by_a_thread_that_replaced_another() -> None:
+    """The reader keeps each thread's files between reads and lists the threads again only
+    when their number changes or one of them is gone: a thread that ended and another that
+    began between two reads (the same number) must not hide what the new one starts."""
+    child = subprocess.Popen([sys.executable, "-c", SWAPPING_CHILD], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)
+    assert child.stdin is not None and child.stdout is not None
+    reader = TreeReader()
+    try:
+        assert child.stdout.readline().strip() == "ready"
+        kids: list[int] = []
+        for _ in range(3):
+            parents, _ = reader.read(child.pid)
+            assert set(parents) == {child.pid, *kids}
+            assert len(reader._threads[child.pid]) == 1  # its other thread's files are kept
+            child.stdin.write("swap\n")
+            child.stdin.flush()
+            kids.append(int(child.stdout.readline()))
+            parents, _ = reader.read(child.pid)
+            assert parents.get(kids[-1]) == child.pid, (kids, parents)
+        child.stdin.close()
+        child.wait(timeout=30)
+        reader.read(os.getpid())
+        assert child.pid not in reader._threads and child.pid not in reader._open
+    finally:
+        reader.close()
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    assert reader._open == {} and reader._threads == {} and reader._fds == 0
+
+
 def test_create_time_is_psutils(tree: Tree) -> None:
     """Read from /proc without psutil, the same number psutil gives (runs compare the two)."""
     import psutil
