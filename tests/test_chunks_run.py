@@ -6,6 +6,7 @@ import sqlite3
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from clihelp import json_out, suitefit
@@ -141,3 +142,72 @@ def test_a_long_files_chunks_are_cut_between_its_test_classes(tmp_path: Path, ve
                          [run.id])
     assert len(rows) == 20 and len({w for w, _ in rows}) == 2  # split between the workers
     assert len({w for w, n in rows if "::TestC2::" in n}) == 1
+
+
+LONG_WITH_A_HOG = (
+    "import time\n\nimport pytest\n\n\n"
+    "@pytest.mark.parametrize('i', range(16))\n"
+    "def test_long(i):\n"
+    "    if i == 0:  # its first test holds 300 MiB for a moment; the other fifteen hold nothing\n"
+    "        b = bytearray(300 * 1024 * 1024)\n"
+    "        for j in range(0, len(b), 4096):\n"
+    "            b[j] = 1\n"
+    "        del b\n"
+    "    time.sleep(0.15)\n"
+)
+
+
+def test_a_chunk_is_planned_at_the_peak_a_run_measured_for_its_own_tests(tmp_path: Path) -> None:
+    """A long file's peak is one figure: each of its chunks was planned at all of it, so two
+    chunks side by side at twice a peak only one of them has (joblib: 77-92% over). A run that
+    split the file measured each worker's part exactly; the next plan puts each chunk at what
+    its own tests peaked at, and the chunk that holds the hog keeps it."""
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "pyproject.toml").write_text('[tool.pytest.ini_options]\ntestpaths = ["tests"]\n')
+    (tmp_path / "tests" / "test_long.py").write_text(LONG_WITH_A_HOG)
+    (tmp_path / "tests" / "test_small.py").write_text("import time\n\ndef test_s():\n    time.sleep(0.05)\n")
+    args = ("--", "-q", "-p", "no:cacheprovider")
+    assert suitefit("profile", "--no-calibrate", *args, cwd=tmp_path).returncode == 0
+
+    def chunks() -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        plan = json_out(suitefit("plan", "--json", "--workers", "2", cwd=tmp_path))
+        return plan, sorted((u for u in plan["units"] if u["files"] == ["tests/test_long.py"]),
+                            key=lambda u: u["chunk"])
+
+    first, before = chunks()
+    assert len(before) == 2 and before[0]["chunk"] == [1, 2], before
+    assert before[0]["peak_mb"] == before[1]["peak_mb"] >= 250  # both at the file's peak
+    res = suitefit("run", "--workers", "2", *args, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    path = tmp_path / ".suitefit" / "history.sqlite"
+    with History(path) as h:
+        run = h.runs(limit=1)[0]
+        on = {w for (w,) in h.execute("SELECT DISTINCT worker FROM tests WHERE run_id = ? AND file = ?",
+                                      [run.id, "tests/test_long.py"])}
+        (long_,) = [f for f in build_cost_model(h).files if f.path == "tests/test_long.py"]
+    assert len(on) == 2, on  # the run split it, as planned
+    assert len(long_.piece_peaks) == 1 and long_.peak_mb >= 250
+    second, after = chunks()
+    assert [u["span"] for u in after] == [u["span"] for u in before]
+    assert after[0]["peak_mb"] >= 250 and after[0]["peak_mb"] == pytest.approx(long_.peak_mb, abs=1)
+    assert after[1]["peak_mb"] < 60, after[1]  # its tests hold nothing: an interpreter's growth
+    assert "as runs that split the file measured these tests" in after[1]["reason"]
+    assert second["predicted_peak_mb"] <= first["predicted_peak_mb"] - 200
+    # still a bound of what ran: the run's own peak, as the independent figure, is not above it
+    assert run.peak_rss_mb is not None and run.peak_rss_mb <= second["predicted_peak_mb"] * 1.1
+
+
+def test_a_chunks_peak_is_the_highest_piece_that_overlaps_it_in_any_run_that_split_the_file() -> None:
+    from suitefit.model import FileCost
+
+    fc = FileCost("t.py", wall_s=4.0, peak_mb=300.0, tests=16, piece_peaks=(
+        ((0.0, 0.5, 300.0, 0.0, 0, 0.0), (0.5, 1.0, 20.0, 0.0, 0, 0.0)),
+    ))
+    assert fc.peak_between(0.5, 1.0) == (0.5, 1.0, 20.0, 0.0, 0, 0.0)
+    assert fc.peak_between(0.0, 0.5) is None  # the file's own peak: nothing lower to plan
+    assert fc.peak_between(0.4, 1.0) is None  # overlaps the hog's piece
+    # a second run cut elsewhere: its piece over the chunk counts too (the higher bound wins)
+    two = FileCost("t.py", wall_s=4.0, peak_mb=300.0, tests=16, piece_peaks=(
+        fc.piece_peaks[0], ((0.0, 0.25, 300.0, 0.0, 0, 0.0), (0.25, 1.0, 90.0, 40.0, 2, 60.0))))
+    assert two.peak_between(0.5, 1.0) == (0.25, 1.0, 90.0, 40.0, 2, 60.0)
+    assert FileCost("t.py", wall_s=4.0, peak_mb=300.0, tests=16).peak_between(0.5, 1.0) is None

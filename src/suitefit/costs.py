@@ -28,6 +28,7 @@ from suitefit.model import (
     FixtureCost,
     Measured,
     OrderConstraint,
+    PiecePeak,
     WorkerCost,
 )
 from suitefit.plan.constraints import join_marked_groups, merge_constraints
@@ -312,6 +313,8 @@ def _files(history: History, run_ids: Sequence[int], last: int,
     # per (run, path): [wall, cpu, tests, peak, doubtful, partial, and of that peak: its forks'
     # MiB, how many, its worker's own MiB]
     per: dict[tuple[int, str], list[float]] = {}
+    # (run, path) -> worker -> its peak of the file there, with that peak's forks (as ``per``'s)
+    row_peaks: dict[tuple[int, str], dict[str, tuple[float, float, int, float]]] = {}
     set_up = _set_up_here(rows, fx_on_worker, fx_users)
     n_of: dict[int, int] = {}
     calibrations: set[int] = set()
@@ -343,6 +346,8 @@ def _files(history: History, run_ids: Sequence[int], last: int,
         acc[0] += wall
         acc[1] += float(cpu_s)
         acc[2] += int(tests)
+        row_peaks.setdefault((int(run_id), str(path)), {})[str(w)] = (
+            peak, min(float(fork_mb or 0.0), peak), int(forks or 0), float(fork_of or 0.0))
         if peak >= acc[3]:
             acc[3] = peak
             acc[6:9] = (min(float(fork_mb or 0.0), peak), int(forks or 0), float(fork_of or 0.0))
@@ -420,8 +425,12 @@ def _files(history: History, run_ids: Sequence[int], last: int,
     work = sum(f.wall_s for f in out.values())
     long = {path for path, fc in out.items() if fc.tests >= 2 and fc.wall_s >= work / SHAPED_SHARE}
     shapes = _time_shares(history, _shape_runs(history, {path: [r[0] for r in by_path[path]] for path in long}))
-    for path, (sh, classes) in shapes.items():
-        out[path] = replace(out[path], time_shares=sh, classes=classes)
+    split = {path: [r[0] for r in by_path[path] if not r[1][5] and len(row_peaks.get((r[0], path), ())) > 1]
+             for path in shapes}
+    pieces = _piece_peaks(history, {p: rs for p, rs in split.items() if rs},
+                          {p: shape[2] for p, shape in shapes.items()}, row_peaks)
+    for path, (sh, classes, _order) in shapes.items():
+        out[path] = replace(out[path], time_shares=sh, classes=classes, piece_peaks=pieces.get(path, ()))
     # counts only a calibration measured: its slice of short files in fresh workers reads high
     whole = {n_of[r] for r in by_run if r not in calibrations}
     unconfirmed = frozenset(n_of[r] for r in by_run if r in calibrations) - whole
@@ -536,11 +545,11 @@ def chunked_in(history: History, run_ids: Sequence[int]) -> set[tuple[int, str]]
 
 
 def _time_shares(history: History, run_of: Mapping[str, int]
-                 ) -> dict[str, tuple[tuple[float, ...], tuple[tuple[float, float], ...]]]:
+                 ) -> dict[str, tuple[tuple[float, ...], tuple[tuple[float, float], ...], list[str]]]:
     """file -> (the share of its time spent by each count fraction i/SHARE_POINTS of its
-    tests, its test classes as count fractions: ``FileCost.classes``), from the run given for
-    it (``_shape_runs``): where a chunk is cut (``plan.chunks``). One read of those files'
-    tests per run."""
+    tests, its test classes as count fractions: ``FileCost.classes``, its tests' node ids in
+    the order they ran), from the run given for it (``_shape_runs``, which ran it whole on one
+    worker): where a chunk is cut (``plan.chunks``). One read of those files' tests per run."""
     from suitefit.plan.class_cuts import class_runs
 
     by_run: dict[int, list[str]] = {}
@@ -554,7 +563,7 @@ def _time_shares(history: History, run_of: Mapping[str, int]
                 f"ORDER BY seq", [run_id, *paths]):
             times.setdefault(str(file), []).append(max(0.0, float(wall or 0.0)))
             ids.setdefault(str(file), []).append(str(nodeid))
-    out: dict[str, tuple[tuple[float, ...], tuple[tuple[float, float], ...]]] = {}
+    out: dict[str, tuple[tuple[float, ...], tuple[tuple[float, float], ...], list[str]]] = {}
     for path, ts in times.items():
         total, n = sum(ts), len(ts)
         if n < 2 or total <= 0:
@@ -567,7 +576,57 @@ def _time_shares(history: History, run_of: Mapping[str, int]
             p = i * n / SHARE_POINTS
             j = min(int(p), n - 1)
             shares.append(min(1.0, (prefix[j] + (p - j) * ts[j]) / total))
-        out[path] = (tuple(shares), tuple((a / n, b / n) for a, b in class_runs(ids[path])))
+        out[path] = (tuple(shares), tuple((a / n, b / n) for a, b in class_runs(ids[path])), ids[path])
+    return out
+
+
+def _piece_peaks(history: History, runs_of: Mapping[str, Sequence[int]], order: Mapping[str, Sequence[str]],
+                 row_peaks: Mapping[tuple[int, str], Mapping[str, tuple[float, float, int, float]]]
+                 ) -> dict[str, tuple[tuple[PiecePeak, ...], ...]]:
+    """file -> for each of its ``runs_of`` (runs that ran it on several workers: its chunks),
+    each worker's peak of it over the stretches of its tests that worker ran, as count
+    fractions of ``order`` (its tests in collection order): ``FileCost.piece_peaks``. A
+    file's peak is one figure, and each chunk of a long file was planned at all of it
+    (joblib's ``test_parallel.py``, two chunks: the plan's peak 77-92% over the run's); the
+    run measured each worker's part exactly (VmHWM, reset at each file). A run whose tests of
+    the file are not the ones ``order`` has (another selection, other parameters) is left out."""
+    by_run: dict[int, list[str]] = {}
+    for path, rs in runs_of.items():
+        if path in order:
+            for r in rs:
+                by_run.setdefault(r, []).append(path)
+    ran: dict[tuple[int, str], dict[str, set[str]]] = {}
+    for run_id, paths in sorted(by_run.items()):
+        for file, worker, nodeid in history.execute(
+                f"SELECT file, worker, nodeid FROM tests WHERE run_id = ? AND file IN ({','.join('?' * len(paths))})",
+                [run_id, *paths]):
+            ran.setdefault((run_id, str(file)), {}).setdefault(str(worker), set()).add(str(nodeid))
+    out: dict[str, list[tuple[PiecePeak, ...]]] = {}
+    for (run_id, path), by_worker in sorted(ran.items()):
+        index = {nodeid: i for i, nodeid in enumerate(order[path])}
+        n = len(index)
+        peaks = row_peaks.get((run_id, path), {})
+        taken = [sorted(index[x] for x in ids if x in index) for ids in by_worker.values()]
+        if (n == 0 or any(len(t) != len(ids) for t, ids in zip(taken, by_worker.values(), strict=True))
+                or sum(map(len, taken)) != n or set(by_worker) - set(peaks)):
+            continue  # not the tests the order has, some ran twice, or a worker without its row
+        pieces: list[PiecePeak] = []
+        for w, idx in zip(by_worker, taken, strict=True):
+            peak, fork_mb, forks, fork_of = peaks[w]
+            for lo, hi in _stretches(idx):
+                pieces.append((lo / n, hi / n, peak, fork_mb, forks, fork_of))
+        out.setdefault(path, []).append(tuple(sorted(pieces)))
+    return {path: tuple(runs) for path, runs in out.items()}
+
+
+def _stretches(idx: Sequence[int]) -> list[tuple[int, int]]:
+    """Sorted indices as (first, last + 1) runs of consecutive ones."""
+    out: list[tuple[int, int]] = []
+    for i in idx:
+        if out and out[-1][1] == i:
+            out[-1] = (out[-1][0], i + 1)
+        else:
+            out.append((i, i + 1))
     return out
 
 

@@ -52,6 +52,34 @@ class FileCost:
     fork_mb: float = 0.0
     forks: int = 0
     fork_of_mb: float = 0.0
+    # where along its tests its peak lies, from recent runs that ran it in pieces on several
+    # workers (chunks): for each such run, each worker's own peak of the file over the count
+    # fractions of the tests it ran there (``PiecePeak``); () where no run split it
+    piece_peaks: tuple[tuple[PiecePeak, ...], ...] = ()
+
+    def peak_between(self, lo: float, hi: float) -> PiecePeak | None:
+        """The peak of its tests from count fraction ``lo`` to ``hi`` (a chunk), with its forks,
+        where runs that split it measured one: in each such run, the highest of the pieces that
+        overlap the chunk (a worker's exact peak, over all it ran of the file, so never less
+        than the chunk's own); the highest over those runs, at most the file's peak. None
+        where no run split it: a chunk then carries the whole file's peak."""
+        best: PiecePeak | None = None
+        for pieces in self.piece_peaks:
+            over = [p for p in pieces if p[0] < hi and p[1] > lo]
+            top = max(over, key=lambda p: p[2], default=None)
+            if top is None:  # pieces that do not reach the chunk: nothing to bound it by
+                return None
+            if best is None or top[2] > best[2]:
+                best = top
+        if best is None or best[2] >= self.peak_mb:
+            return None
+        return best
+
+
+# One worker's share of a file in a run that split it: (from, to) count fractions of the
+# file's tests it ran there, its peak above its baseline over them, and of that peak its
+# forks' MiB, how many, and its own MiB when the file began (as ``FileCost``'s).
+PiecePeak = tuple[float, float, float, float, int, float]
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from suitefit.model import FileCost, FixtureCost, GroupingRules, Unit
 from suitefit.plan.class_cuts import inside_runs, snap_cuts
 from suitefit.plan.core import MIN_SPLIT_TESTS, even_cuts
 from suitefit.plan.grouping import expensive_why
-from suitefit.units import fmt_s
+from suitefit.units import fmt_mb, fmt_s
 
 PAYS_FRACTION = 0.02  # as for an extra worker: a saving below this is noise
 REPEATED_SCOPES = ("module", "class")
@@ -110,9 +110,14 @@ def split_long_files(units: Sequence[Unit], file_costs: Mapping[str, FileCost],
         moved = cuts != counted
         sliced = shaped or fill or moved  # not the k-th of m equal counts: the run needs the fractions
         for k, ((lo, hi), t) in enumerate(zip(pairwise(cuts), times, strict=True), start=1):
+            # its own peak where runs that split the file measured it, else the file's
+            own = fc.peak_between(lo / fc.tests, hi / fc.tests)
+            if own is not None and own[2] >= u.peak_mb:
+                own = None
+            peak = (u.peak_mb, u.fork_mb, u.forks, u.fork_of_mb) if own is None else own[2:]
             out.append(Unit(
                 name=f"{u.name}[{k}/{m}]", files=u.files, wall_s=t + (setup if k > 1 else 0.0),
-                peak_mb=u.peak_mb, fork_mb=u.fork_mb, forks=u.forks, fork_of_mb=u.fork_of_mb,
+                peak_mb=peak[0], fork_mb=peak[1], forks=peak[2], fork_of_mb=peak[3],
                 fixtures=u.fixtures, chunk=(k, m),
                 kept_mb=u.kept_mb / m,
                 last_s=u.last_s if k == m else min(t / max(1, hi - lo), t),
@@ -122,7 +127,9 @@ def split_long_files(units: Sequence[Unit], file_costs: Mapping[str, FileCost],
                         + (" (cut to fill the ideal lane" if fill else " (cut at equal shares")
                         + (" of its measured time" if shaped else " of its tests")
                         + (", moved to a boundary between its test classes)" if moved else ")")
-                        + f"; each chunk pays {fmt_s(setup)} of module/class fixture setup again"),
+                        + f"; each chunk pays {fmt_s(setup)} of module/class fixture setup again"
+                        + ("" if own is None else f"; its peak {fmt_mb(own[2])} as runs that split the file "
+                                                  f"measured these tests (the file's {fmt_mb(u.peak_mb)})")),
             ))
         reasons.append(f"{fc.path}: split into {m} chunks of its {fc.tests} tests "
                        f"({fmt_s(u.wall_s)} > ideal lane {fmt_s(lane_s)}; the longest {fmt_s(max(times))}"
