@@ -12,7 +12,7 @@ from suitefit.costs import SHARE_POINTS
 from suitefit.model import Budget, CostModel, FileCost, FixtureCost, WorkerCost
 from suitefit.plan import hash_shard, make_plan, plan_shards, shard_split
 from suitefit.plan.chunks import cut_points
-from suitefit.plan.core import chunk_of
+from suitefit.plan.core import chunk_of, even_cuts
 from suitefit.plan.grouping import find_groups
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -23,6 +23,18 @@ def time_shares(draw: st.DrawFn) -> tuple[float, ...]:
     """Where a file's time lies along its tests: any non-decreasing 0 ... 1 (a test may hold it all)."""
     inner = sorted(draw(st.lists(st.floats(0, 1), min_size=SHARE_POINTS - 1, max_size=SHARE_POINTS - 1)))
     return (0.0, *inner, 1.0)
+
+
+@st.composite
+def piece_peaks(draw: st.DrawFn, peak_mb: float) -> tuple[tuple[tuple[float, float, float, float, int, float], ...], ...]:
+    """Runs that split a file: each covers its tests with pieces (cut anywhere), each at a
+    peak no higher than the file's."""
+    runs = []
+    for _ in range(draw(st.integers(1, 2))):
+        cuts = sorted(set(draw(st.lists(st.floats(0.01, 0.99), max_size=4))))
+        bounds = [0.0, *cuts, 1.0]
+        runs.append(tuple((lo, hi, draw(st.floats(0, peak_mb)), 0.0, 0, 0.0) for lo, hi in pairwise(bounds)))
+    return tuple(runs)
 
 
 @st.composite
@@ -38,9 +50,11 @@ def cost_models(draw: st.DrawFn, measured: bool | None = None) -> CostModel:
     files = []
     for i in range(n):
         fx = tuple(sorted(draw(st.sets(st.sampled_from(fx_names), max_size=2)))) if fx_names else ()
+        peak = draw(st.floats(0, 1500))
         files.append(FileCost(f"tests/d{i % 3}/test_{i}.py", wall_s=draw(st.floats(0, 20)),
-                              peak_mb=draw(st.floats(0, 1500)), fixtures=fx, tests=draw(st.integers(0, 8)),
-                              time_shares=draw(time_shares()) if draw(st.booleans()) else ()))
+                              peak_mb=peak, fixtures=fx, tests=draw(st.integers(0, 8)),
+                              time_shares=draw(time_shares()) if draw(st.booleans()) else (),
+                              piece_peaks=draw(piece_peaks(peak)) if draw(st.booleans()) else ()))
     paths = [f.path for f in files]
     groups: dict[str, tuple[str, ...]] = {}
     pool = draw(st.permutations(paths))
@@ -85,6 +99,19 @@ def test_plan_invariants(data: st.DataObject) -> None:
     for f, cs in chunks.items():
         m = cs[0][1]
         assert sorted(cs) == [(k, m) for k in range(1, m + 1)] and m >= 2, (f, cs)
+    # a chunk's peak: never above its file's, never below a part of it a run measured
+    file_of = {fc.path: fc for fc in costs.files}
+    for u in plan.units:
+        fc = file_of.get(u.files[0]) if u.chunk is not None else None
+        if fc is not None:
+            if u.span is not None:
+                lo, hi = u.span
+            else:  # cut by count, as the run cuts it
+                cuts = even_cuts(fc.tests, u.chunk[1])
+                lo, hi = cuts[u.chunk[0] - 1] / fc.tests, cuts[u.chunk[0]] / fc.tests
+            assert u.peak_mb <= fc.peak_mb
+            for pieces in fc.piece_peaks:
+                assert all(u.peak_mb >= p[2] for p in pieces if p[0] < hi and p[1] > lo), (u, pieces)
     # declared groups: one unit each, files in declared order, units in declared order
     by = {u.name: u for u in plan.units}
     for name, files in costs.declared_groups.items():
