@@ -377,8 +377,9 @@ def test_only_workers_on_this_machine_share_its_cpus(pytester: pytest.Pytester) 
 
     config = pytester.parseconfig("--tx", "2*popen", "--tx", "ssh=build-host//python=python3",
                                   "--tx", "popen//python=python3", "--tx", "socket=192.168.1.2:8888",
-                                  "--tx", "3*ssh=other//chdir=/tmp")
-    assert _local_workers(config) == 3
+                                  "--tx", "3*ssh=other//chdir=/tmp", "--tx", "id=mine//popen",
+                                  "--tx", "popen//via=gw-host")
+    assert _local_workers(config) == 4
     assert _local_workers(pytester.parseconfig("--tx", "ssh=a", "--tx", "ssh=b")) == 0
     assert _local_workers(pytester.parseconfig()) == 0
 

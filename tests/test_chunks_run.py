@@ -197,17 +197,27 @@ def test_a_chunk_is_planned_at_the_peak_a_run_measured_for_its_own_tests(tmp_pat
     assert run.peak_rss_mb is not None and run.peak_rss_mb <= second["predicted_peak_mb"] * 1.1
 
 
-def test_a_chunks_peak_is_the_highest_piece_that_overlaps_it_in_any_run_that_split_the_file() -> None:
-    from suitefit.model import FileCost
+def test_a_chunks_peak_is_what_the_workers_whose_tests_it_overlaps_measured() -> None:
+    from suitefit.model import FileCost, FixtureCost, Unit
+    from suitefit.plan.chunks import split_long_files
 
-    fc = FileCost("t.py", wall_s=4.0, peak_mb=300.0, tests=16, piece_peaks=(
-        ((0.0, 0.5, 300.0, 0.0, 0, 0.0), (0.5, 1.0, 20.0, 0.0, 0, 0.0)),
-    ))
-    assert fc.peak_between(0.5, 1.0) == (0.5, 1.0, 20.0, 0.0, 0, 0.0)
+    one = ((0.0, 0.5, 300.0, 0.0, 0, 0.0, 0), (0.5, 1.0, 20.0, 0.0, 0, 0.0, 1))
+    fc = FileCost("t.py", wall_s=4.0, peak_mb=300.0, tests=16, piece_peaks=(one,))
+    assert fc.peak_between(0.5, 1.0) == (20.0, 0.0, 0, 0.0)  # within one worker's tests: its peak
     assert fc.peak_between(0.0, 0.5) is None  # the file's own peak: nothing lower to plan
-    assert fc.peak_between(0.4, 1.0) is None  # overlaps the hog's piece
-    # a second run cut elsewhere: its piece over the chunk counts too (the higher bound wins)
-    two = FileCost("t.py", wall_s=4.0, peak_mb=300.0, tests=16, piece_peaks=(
-        fc.piece_peaks[0], ((0.0, 0.25, 300.0, 0.0, 0, 0.0), (0.25, 1.0, 90.0, 40.0, 2, 60.0))))
-    assert two.peak_between(0.5, 1.0) == (0.25, 1.0, 90.0, 40.0, 2, 60.0)
+    assert fc.peak_between(0.4, 1.0) is None  # both workers': 320, the file's 300 bounds it
+    # two workers' tests in one chunk: what one left behind, the other's add to
+    three = ((0.0, 0.3, 40.0, 0.0, 0, 0.0, 0), (0.3, 0.6, 50.0, 10.0, 1, 80.0, 1), (0.6, 1.0, 60.0, 0.0, 0, 0.0, 2))
+    fc3 = FileCost("t.py", wall_s=4.0, peak_mb=300.0, tests=16, piece_peaks=(three,))
+    assert fc3.peak_between(0.2, 0.5) == (90.0, 10.0, 1, 0.0)
+    assert fc3.peak_between(0.35, 0.55) == (50.0, 10.0, 1, 80.0)
+    # a second run cut elsewhere: its bound over the chunk counts too (the higher wins)
+    other = ((0.0, 0.25, 300.0, 0.0, 0, 0.0, 0), (0.25, 1.0, 90.0, 40.0, 2, 60.0, 1))
+    two = FileCost("t.py", wall_s=4.0, peak_mb=300.0, tests=16, piece_peaks=(one, other))
+    assert two.peak_between(0.5, 1.0) == (90.0, 40.0, 2, 60.0)
     assert FileCost("t.py", wall_s=4.0, peak_mb=300.0, tests=16).peak_between(0.5, 1.0) is None
+    # the unit adds its session fixture's memory to the file's peak: each chunk keeps it
+    db = FixtureCost("db", "session", setup_s=0.1, mb=150.0, files=("t.py",))
+    unit = Unit(name="t.py", files=("t.py",), wall_s=4.0, peak_mb=450.0, fixtures=("db",), tests=16)
+    units, _ = split_long_files([unit], {"t.py": fc}, [db], workers=2, lane_s=2.0)
+    assert [(u.chunk, u.peak_mb) for u in units] == [((1, 2), 450.0), ((2, 2), 170.0)]

@@ -425,8 +425,12 @@ def _files(history: History, run_ids: Sequence[int], last: int,
     work = sum(f.wall_s for f in out.values())
     long = {path for path, fc in out.items() if fc.tests >= 2 and fc.wall_s >= work / SHAPED_SHARE}
     shapes = _time_shares(history, _shape_runs(history, {path: [r[0] for r in by_path[path]] for path in long}))
-    split = {path: [r[0] for r in by_path[path] if not r[1][5] and len(row_peaks.get((r[0], path), ())) > 1]
-             for path in shapes}
+    # runs that split a file over workers, all its tests, none failed, timed out or crashed
+    # (a worker stopped mid-file would lend its peak to tests it never ran); and the order
+    # their pieces are placed by only where it has the newest run's count of tests
+    split = {path: [r[0] for r in by_path[path]
+                    if not r[1][5] and not r[1][4] and len(row_peaks.get((r[0], path), ())) > 1]
+             for path, shape in shapes.items() if len(shape[2]) == out[path].tests}
     pieces = _piece_peaks(history, {p: rs for p, rs in split.items() if rs},
                           {p: shape[2] for p, shape in shapes.items()}, row_peaks)
     for path, (sh, classes, _order) in shapes.items():
@@ -608,13 +612,13 @@ def _piece_peaks(history: History, runs_of: Mapping[str, Sequence[int]], order: 
         peaks = row_peaks.get((run_id, path), {})
         taken = [sorted(index[x] for x in ids if x in index) for ids in by_worker.values()]
         if (n == 0 or any(len(t) != len(ids) for t, ids in zip(taken, by_worker.values(), strict=True))
-                or sum(map(len, taken)) != n or set(by_worker) - set(peaks)):
+                or sum(map(len, taken)) != n or len(set().union(*taken)) != n or set(by_worker) - set(peaks)):
             continue  # not the tests the order has, some ran twice, or a worker without its row
         pieces: list[PiecePeak] = []
-        for w, idx in zip(by_worker, taken, strict=True):
+        for k, (w, idx) in enumerate(zip(by_worker, taken, strict=True)):
             peak, fork_mb, forks, fork_of = peaks[w]
             for lo, hi in _stretches(idx):
-                pieces.append((lo / n, hi / n, peak, fork_mb, forks, fork_of))
+                pieces.append((lo / n, hi / n, peak, fork_mb, forks, fork_of, k))
         out.setdefault(path, []).append(tuple(sorted(pieces)))
     return {path: tuple(runs) for path, runs in out.items()}
 

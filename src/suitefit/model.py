@@ -57,29 +57,34 @@ class FileCost:
     # fractions of the tests it ran there (``PiecePeak``); () where no run split it
     piece_peaks: tuple[tuple[PiecePeak, ...], ...] = ()
 
-    def peak_between(self, lo: float, hi: float) -> PiecePeak | None:
-        """The peak of its tests from count fraction ``lo`` to ``hi`` (a chunk), with its forks,
-        where runs that split it measured one: in each such run, the highest of the pieces that
-        overlap the chunk (a worker's exact peak, over all it ran of the file, so never less
-        than the chunk's own); the highest over those runs, at most the file's peak. None
-        where no run split it: a chunk then carries the whole file's peak."""
-        best: PiecePeak | None = None
+    def peak_between(self, lo: float, hi: float) -> tuple[float, float, int, float] | None:
+        """The peak of its tests from count fraction ``lo`` to ``hi`` (a chunk), and of it its
+        forks' MiB, how many, and their worker's MiB (as the file's), where runs that split it
+        measured one. In each such run, the workers whose tests overlap the chunk: one
+        worker's exact peak of all it ran of the file where the chunk lies within its tests,
+        else their peaks summed (what one worker's tests left behind, another's then add to,
+        on the one worker that runs the chunk); the highest over those runs. None where no
+        run split it, or where that reaches the file's own peak: the chunk carries the
+        file's peak then."""
+        best: tuple[float, float, int, float] | None = None
         for pieces in self.piece_peaks:
-            over = [p for p in pieces if p[0] < hi and p[1] > lo]
-            top = max(over, key=lambda p: p[2], default=None)
-            if top is None:  # pieces that do not reach the chunk: nothing to bound it by
+            by_worker = {p[6]: p for p in pieces if p[0] < hi and p[1] > lo}
+            if not by_worker:  # pieces that do not reach the chunk: nothing to bound it by
                 return None
-            if best is None or top[2] > best[2]:
-                best = top
-        if best is None or best[2] >= self.peak_mb:
+            ps = by_worker.values()
+            got = (sum(p[2] for p in ps), sum(p[3] for p in ps), sum(p[4] for p in ps), min(p[5] for p in ps))
+            if best is None or got[0] > best[0]:
+                best = got
+        if best is None or best[0] >= self.peak_mb:
             return None
         return best
 
 
 # One worker's share of a file in a run that split it: (from, to) count fractions of the
 # file's tests it ran there, its peak above its baseline over them, and of that peak its
-# forks' MiB, how many, and its own MiB when the file began (as ``FileCost``'s).
-PiecePeak = tuple[float, float, float, float, int, float]
+# forks' MiB, how many, and its own MiB when the file began (as ``FileCost``'s); and which of
+# the run's workers it was (its pieces share the one peak).
+PiecePeak = tuple[float, float, float, float, int, float, int]
 
 
 @dataclass(frozen=True)

@@ -569,12 +569,14 @@ def _local_workers(config: pytest.Config) -> int:
     """How many workers xdist starts on this machine: its ``--tx`` specs, which it has made of
     ``-n`` (``auto`` counted, ``--maxprocesses`` applied) before any plugin's configure;
     ``2*popen`` is two. Only ``popen`` workers run here and inherit this environment: an
-    ``ssh=`` or ``socket=`` worker runs on another machine's CPUs."""
+    ``ssh=`` or ``socket=`` worker, or a ``popen//via=`` one, runs on another machine's CPUs.
+    (execnet's specs are ``//``-separated keys in any order.)"""
     n = 0
     for spec in config.getoption("tx", None) or ():
         head, star, rest = str(spec).partition("*")
         count, gateway = (int(head), rest) if star and head.isdigit() else (1, str(spec))
-        if gateway.split("//", 1)[0].strip() == "popen":
+        keys = {part.split("=", 1)[0].strip() for part in gateway.split("//")}
+        if "popen" in keys and "via" not in keys:
             n += count
     return n
 

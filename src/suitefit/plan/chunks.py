@@ -110,11 +110,12 @@ def split_long_files(units: Sequence[Unit], file_costs: Mapping[str, FileCost],
         moved = cuts != counted
         sliced = shaped or fill or moved  # not the k-th of m equal counts: the run needs the fractions
         for k, ((lo, hi), t) in enumerate(zip(pairwise(cuts), times, strict=True), start=1):
-            # its own peak where runs that split the file measured it, else the file's
+            # its own peak where runs that split the file measured it, else the file's; and
+            # what the unit adds to its file's peak (its persistent fixtures' memory, which the
+            # measured parts, as the file's peak, do not hold)
             own = fc.peak_between(lo / fc.tests, hi / fc.tests)
-            if own is not None and own[2] >= u.peak_mb:
-                own = None
-            peak = (u.peak_mb, u.fork_mb, u.forks, u.fork_of_mb) if own is None else own[2:]
+            held = max(0.0, u.peak_mb - fc.peak_mb)
+            peak = (u.peak_mb, u.fork_mb, u.forks, u.fork_of_mb) if own is None else (own[0] + held, *own[1:])
             out.append(Unit(
                 name=f"{u.name}[{k}/{m}]", files=u.files, wall_s=t + (setup if k > 1 else 0.0),
                 peak_mb=peak[0], fork_mb=peak[1], forks=peak[2], fork_of_mb=peak[3],
@@ -128,8 +129,8 @@ def split_long_files(units: Sequence[Unit], file_costs: Mapping[str, FileCost],
                         + (" of its measured time" if shaped else " of its tests")
                         + (", moved to a boundary between its test classes)" if moved else ")")
                         + f"; each chunk pays {fmt_s(setup)} of module/class fixture setup again"
-                        + ("" if own is None else f"; its peak {fmt_mb(own[2])} as runs that split the file "
-                                                  f"measured these tests (the file's {fmt_mb(u.peak_mb)})")),
+                        + ("" if own is None else f"; its peak {fmt_mb(own[0])} as runs that split the file "
+                                                  f"measured these tests (the file's {fmt_mb(fc.peak_mb)})")),
             ))
         reasons.append(f"{fc.path}: split into {m} chunks of its {fc.tests} tests "
                        f"({fmt_s(u.wall_s)} > ideal lane {fmt_s(lane_s)}; the longest {fmt_s(max(times))}"
