@@ -197,7 +197,7 @@ def test_a_chunk_is_planned_at_the_peak_a_run_measured_for_its_own_tests(tmp_pat
     assert run.peak_rss_mb is not None and run.peak_rss_mb <= second["predicted_peak_mb"] * 1.1
 
 
-def test_a_chunks_peak_is_what_the_workers_whose_tests_it_overlaps_measured() -> None:
+def test_a_chunks_peak_is_what_the_worker_whose_tests_hold_it_measured() -> None:
     from suitefit.model import FileCost, FixtureCost, Unit
     from suitefit.plan.chunks import split_long_files
 
@@ -205,12 +205,16 @@ def test_a_chunks_peak_is_what_the_workers_whose_tests_it_overlaps_measured() ->
     fc = FileCost("t.py", wall_s=4.0, peak_mb=300.0, tests=16, piece_peaks=(one,))
     assert fc.peak_between(0.5, 1.0) == (20.0, 0.0, 0, 0.0)  # within one worker's tests: its peak
     assert fc.peak_between(0.0, 0.5) is None  # the file's own peak: nothing lower to plan
-    assert fc.peak_between(0.4, 1.0) is None  # both workers': 320, the file's 300 bounds it
-    # two workers' tests in one chunk: what one left behind, the other's add to
+    assert fc.peak_between(0.4, 1.0) is None  # both workers' tests: neither part bounds it
     three = ((0.0, 0.3, 40.0, 0.0, 0, 0.0, 0), (0.3, 0.6, 50.0, 10.0, 1, 80.0, 1), (0.6, 1.0, 60.0, 0.0, 0, 0.0, 2))
     fc3 = FileCost("t.py", wall_s=4.0, peak_mb=300.0, tests=16, piece_peaks=(three,))
-    assert fc3.peak_between(0.2, 0.5) == (90.0, 10.0, 1, 0.0)
+    assert fc3.peak_between(0.2, 0.5) is None
     assert fc3.peak_between(0.35, 0.55) == (50.0, 10.0, 1, 80.0)
+    # a run cut a little off the plan's cut (joblib: 596 and 603 of 647) spans two workers'
+    # tests there and says nothing of the chunk; the run cut at it does
+    near = ((0.0, 0.52, 280.0, 0.0, 0, 0.0, 0), (0.52, 1.0, 25.0, 0.0, 0, 0.0, 1))
+    assert FileCost("t.py", wall_s=4.0, peak_mb=300.0, tests=16, piece_peaks=(one, near)).peak_between(
+        0.5, 1.0) == (20.0, 0.0, 0, 0.0)
     # a second run cut elsewhere: its bound over the chunk counts too (the higher wins)
     other = ((0.0, 0.25, 300.0, 0.0, 0, 0.0, 0), (0.25, 1.0, 90.0, 40.0, 2, 60.0, 1))
     two = FileCost("t.py", wall_s=4.0, peak_mb=300.0, tests=16, piece_peaks=(one, other))

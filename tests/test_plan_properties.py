@@ -102,8 +102,8 @@ def test_plan_invariants(data: st.DataObject) -> None:
     for f, cs in chunks.items():
         m = cs[0][1]
         assert sorted(cs) == [(k, m) for k in range(1, m + 1)] and m >= 2, (f, cs)
-    # a chunk's peak: never above its file's, never below a part of it a run measured (both
-    # with the memory of the persistent fixtures its unit holds)
+    # a chunk's peak: never above its file's, never below the part of a worker whose tests
+    # held all of the chunk in a run (both with its unit's persistent fixtures' memory)
     file_of = {fc.path: fc for fc in costs.files}
     for u in plan.units:
         fc = file_of.get(u.files[0]) if u.chunk is not None else None
@@ -116,7 +116,9 @@ def test_plan_invariants(data: st.DataObject) -> None:
                 lo, hi = cuts[u.chunk[0] - 1] / fc.tests, cuts[u.chunk[0]] / fc.tests
             assert u.peak_mb <= fc.peak_mb + held + 1e-6
             for pieces in fc.piece_peaks:
-                assert all(u.peak_mb + 1e-6 >= p[2] + held for p in pieces if p[0] < hi and p[1] > lo), (u, pieces)
+                over = {p[6]: p[2] for p in pieces if p[0] < hi and p[1] > lo}
+                if len(over) == 1:
+                    assert u.peak_mb + 1e-6 >= min(over.values()) + held, (u, pieces)
     # declared groups: one unit each, files in declared order, units in declared order
     by = {u.name: u for u in plan.units}
     for name, files in costs.declared_groups.items():

@@ -60,21 +60,21 @@ class FileCost:
     def peak_between(self, lo: float, hi: float) -> tuple[float, float, int, float] | None:
         """The peak of its tests from count fraction ``lo`` to ``hi`` (a chunk), and of it its
         forks' MiB, how many, and their worker's MiB (as the file's), where runs that split it
-        measured one. In each such run, the workers whose tests overlap the chunk: one
-        worker's exact peak of all it ran of the file where the chunk lies within its tests,
-        else their peaks summed (what one worker's tests left behind, another's then add to,
-        on the one worker that runs the chunk); the highest over those runs. None where no
-        run split it, or where that reaches the file's own peak: the chunk carries the
-        file's peak then."""
+        measured one: in each run where the chunk lies within one worker's tests, that
+        worker's exact peak of all it ran of the file; the highest over those runs. A run
+        where the chunk spans several workers' tests bounds it by none of them (a peak in one
+        worker's tests outside the chunk is not the chunk's; summed, what one worker's tests
+        left behind and another's added, a part of a few tests beyond a cut reaches the
+        file's peak: joblib's runs cut at tests 596 and 603 of 647). None where no run bounds
+        it, or where that reaches the file's own peak: the chunk carries the file's peak."""
         best: tuple[float, float, int, float] | None = None
         for pieces in self.piece_peaks:
-            by_worker = {p[6]: p for p in pieces if p[0] < hi and p[1] > lo}
-            if not by_worker:  # pieces that do not reach the chunk: nothing to bound it by
-                return None
-            ps = by_worker.values()
-            got = (sum(p[2] for p in ps), sum(p[3] for p in ps), sum(p[4] for p in ps), min(p[5] for p in ps))
-            if best is None or got[0] > best[0]:
-                best = got
+            over = {p[6]: p for p in pieces if p[0] < hi and p[1] > lo}
+            if len(over) != 1:
+                continue
+            (p,) = over.values()
+            if best is None or p[2] > best[0]:
+                best = (p[2], p[3], p[4], p[5])
         if best is None or best[0] >= self.peak_mb:
             return None
         return best
