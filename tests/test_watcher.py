@@ -382,3 +382,43 @@ def marshal_hex_of_a_list() -> str:
     import marshal
 
     return marshal.dumps([1, 2]).hex()
+
+
+SPIKE_SUITE = {
+    # on one worker: 300 MiB held for 3 s
+    "test_holder.py": "import time\n\ndef test_hold():\n"
+                      "    b = bytearray(300 * 1024 * 1024)\n"
+                      "    for i in range(0, len(b), 4096):\n        b[i] = 1\n"
+                      "    time.sleep(3.0)\n",
+    # on the other, meanwhile: 300 MiB for a few tens of ms (the kernel faults it in at once),
+    # which samples every 0.5 s almost never meet
+    "test_spike.py": "import mmap, time\n\ndef test_spike():\n    time.sleep(1.0)\n"
+                     "    m = mmap.mmap(-1, 300 * 1024 * 1024, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | mmap.MAP_POPULATE)\n"
+                     "    m.close()\n    time.sleep(1.0)\n",
+}
+
+
+@pytest.mark.skipif(not proctree.reset_hwm(), reason="no clear_refs here: no exact per-file peaks")
+def test_a_spike_between_samples_counts_in_the_runs_peak_beside_what_the_other_worker_held(tmp_path: Path) -> None:
+    """The run's peak was the highest sampled total, or one worker's exact peak alone: a hog
+    shorter than the interval on one worker, while the other held its own, was summed with
+    nothing (the bundled example under -n 2: 0.897 of an independent sampler every 0.01 s).
+    A worker's exact peak (VmHWM) now counts beside the least the rest of the tree held at a
+    sample while that file ran."""
+    for name, text in SPIKE_SUITE.items():
+        (tmp_path / name).write_text(text)
+    hist = tmp_path / "h.sqlite"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_XDIST", "PYTEST_ADDOPTS"))}
+    res = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2", "--dist",
+                          "loadfile", "--suitefit", f"--suitefit-history={hist}", "--suitefit-interval=0.5"],
+                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stdout + res.stderr
+    with History(hist) as h:
+        run = h.runs(limit=1)[0]
+        rows = {p: (w, base, abs_) for p, w, base, abs_ in h.execute(
+            "SELECT path, worker, baseline_mb, peak_abs_mb FROM files WHERE run_id = ?", [run.id])}
+    spike, holder = rows["test_spike.py"], rows["test_holder.py"]
+    assert spike[0] != holder[0], rows  # one file a worker, side by side
+    assert spike[2] - spike[1] >= 290 and holder[2] - holder[1] >= 290, rows  # each worker's exact peak
+    # at the spike the holder's worker held its 300 MiB and its interpreter, beside the spike's
+    assert run.peak_rss_mb is not None and run.peak_rss_mb >= spike[2] + 300, (run.peak_rss_mb, rows)
