@@ -385,16 +385,21 @@ def marshal_hex_of_a_list() -> str:
 
 
 SPIKE_SUITE = {
-    # on one worker: 300 MiB held for 3 s
-    "test_holder.py": "import time\n\ndef test_hold():\n"
-                      "    b = bytearray(300 * 1024 * 1024)\n"
-                      "    for i in range(0, len(b), 4096):\n        b[i] = 1\n"
-                      "    time.sleep(3.0)\n",
-    # on the other, meanwhile: 300 MiB for a few tens of ms (the kernel faults it in at once),
-    # which samples every 0.5 s almost never meet
-    "test_spike.py": "import mmap, time\n\ndef test_spike():\n    time.sleep(1.0)\n"
-                     "    m = mmap.mmap(-1, 300 * 1024 * 1024, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | mmap.MAP_POPULATE)\n"
-                     "    m.close()\n    time.sleep(1.0)\n",
+    # run by both workers (--dist each); gw0 holds 300 MiB from its collection on, so before
+    # and around every file gw1 runs
+    "test_a_hold.py": "import os\n\n"
+                      "if os.environ.get('PYTEST_XDIST_WORKER') == 'gw0':\n"
+                      "    HELD = bytearray(300 * 1024 * 1024)\n"
+                      "    for i in range(0, len(HELD), 4096):\n        HELD[i] = 1\n\n"
+                      "def test_hold():\n    pass\n",
+    # gw1: 300 MiB for a few tens of ms (the kernel faults it in at once), which samples
+    # every 0.5 s almost never meet
+    "test_b_spike.py": "import mmap, os, time\n\n"
+                       "def test_spike():\n"
+                       "    if os.environ.get('PYTEST_XDIST_WORKER') != 'gw1':\n        return\n"
+                       "    time.sleep(1.0)\n"
+                       "    m = mmap.mmap(-1, 300 * 1024 * 1024, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | mmap.MAP_POPULATE)\n"
+                       "    m.close()\n    time.sleep(1.0)\n",
 }
 
 
@@ -403,22 +408,47 @@ def test_a_spike_between_samples_counts_in_the_runs_peak_beside_what_the_other_w
     """The run's peak was the highest sampled total, or one worker's exact peak alone: a hog
     shorter than the interval on one worker, while the other held its own, was summed with
     nothing (the bundled example under -n 2: 0.897 of an independent sampler every 0.01 s).
-    A worker's exact peak (VmHWM) now counts beside the least the rest of the tree held at a
-    sample while that file ran."""
+    A worker's exact peak (VmHWM) now counts beside the least each other part of the tree
+    held around that file."""
     for name, text in SPIKE_SUITE.items():
         (tmp_path / name).write_text(text)
     hist = tmp_path / "h.sqlite"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_XDIST", "PYTEST_ADDOPTS"))}
     res = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2", "--dist",
-                          "loadfile", "--suitefit", f"--suitefit-history={hist}", "--suitefit-interval=0.5"],
+                          "each", "--suitefit", f"--suitefit-history={hist}", "--suitefit-interval=0.5"],
                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stdout + res.stderr
     with History(hist) as h:
         run = h.runs(limit=1)[0]
-        rows = {p: (w, base, abs_) for p, w, base, abs_ in h.execute(
+        rows = {(p, w): (base, abs_) for p, w, base, abs_ in h.execute(
             "SELECT path, worker, baseline_mb, peak_abs_mb FROM files WHERE run_id = ?", [run.id])}
-    spike, holder = rows["test_spike.py"], rows["test_holder.py"]
-    assert spike[0] != holder[0], rows  # one file a worker, side by side
-    assert spike[2] - spike[1] >= 290 and holder[2] - holder[1] >= 290, rows  # each worker's exact peak
-    # at the spike the holder's worker held its 300 MiB and its interpreter, beside the spike's
-    assert run.peak_rss_mb is not None and run.peak_rss_mb >= spike[2] + 300, (run.peak_rss_mb, rows)
+    spike, held = rows[("test_b_spike.py", "gw1")], rows[("test_b_spike.py", "gw0")]
+    assert spike[1] - spike[0] >= 290, rows  # gw1's exact peak of the file
+    assert held[0] >= 300, rows  # gw0 held its 300 MiB throughout
+    # at the spike gw0 held its 300 MiB and its interpreter, beside gw1's spike
+    assert run.peak_rss_mb is not None and run.peak_rss_mb >= spike[1] + held[0], (run.peak_rss_mb, rows)
+
+
+def test_two_workers_spikes_that_never_met_are_not_summed() -> None:
+    """What the rest held around a file is the least of each part over the samples from the
+    last before it to the first after it: another worker's spike caught by one sample is not
+    what it held at this worker's exact peak."""
+    from suitefit.measure.watcher import _Beside
+
+    b = _Beside("gw0", {"gw0": 50.0, "gw1": 50.0, "": 40.0})  # before gw0's file
+    b.add({"gw0": 60.0, "gw1": 1050.0, "": 40.0})  # the one sample inside it: gw1 at its spike
+    b.peak_mb = 1050.0  # gw0's exact peak of the file, at another moment
+    b.add({"gw0": 50.0, "gw1": 50.0, "": 41.0})  # after it
+    assert b.total() == 1050.0 + 50.0 + 40.0
+    held = _Beside("gw0", {"gw0": 50.0, "gw1": 350.0, "": 40.0})
+    held.add({"gw0": 60.0, "gw1": 350.0, "": 40.0})
+    held.peak_mb = 350.0
+    assert held.total() == 350.0 + 350.0 + 40.0
+    gone = _Beside("gw0", {"gw0": 50.0, "gw1": 350.0, "": 40.0})  # gw1 ended during the file
+    gone.add({"gw0": 60.0, "": 40.0})
+    gone.peak_mb = 350.0
+    assert gone.total() == 350.0 + 40.0
+    one = _Beside("gw0", None)  # a single sample around a file: nothing to tell a floor by
+    one.add({"gw0": 60.0, "gw1": 350.0, "": 40.0})
+    one.peak_mb = 350.0
+    assert one.total() is None

@@ -50,7 +50,7 @@ _NO_FORKS: tuple[tuple[int, float], ...] = ()
 class _Seg:
     """The file a worker runs now, as the worker announced it."""
 
-    __slots__ = ("baseline_mb", "children_mb", "fork_mb", "forks", "others_mb", "path", "peak_mb", "pre", "t0",
+    __slots__ = ("baseline_mb", "beside", "children_mb", "fork_mb", "forks", "path", "peak_mb", "pre", "t0",
                  "wall0")
 
     def __init__(self, path: str, t0: float, wall0: float, baseline_mb: float, children_mb: float,
@@ -66,9 +66,45 @@ class _Seg:
         self.fork_mb = 0.0
         self.forks = 0
         self.pre = pre
-        # the least the rest of the tree (the controller, the other workers) held at a sample
-        # while the file ran: what it held at least when this worker's exact peak came
-        self.others_mb = math.inf
+        self.beside: _Beside | None = None  # what the rest of the tree held around it
+
+
+# Each sample's tree in parts: each worker's tree MiB, and "" the rest (the controller, what
+# is in no worker's tree). One dict a sample, shared by every worker's late samples.
+_Parts = dict[str, float]
+
+
+class _Beside:
+    """What the rest of the tree held around one file's run on one worker: of each part (each
+    other worker's tree, and the rest) the least at a sample, from the last sample before the
+    file began to the first after it ended. Beside the worker's exact peak (VmHWM, read at the
+    file's end), a floor of the tree at that instant: a hog shorter than the interval on one
+    worker is summed with what the others held all along, never with another worker's spike
+    (the least of each part around the file, not the total at one sample)."""
+
+    __slots__ = ("least", "me", "n", "peak_mb")
+
+    def __init__(self, me: str, before: _Parts | None) -> None:
+        self.me = me
+        self.least: dict[str, float] | None = None
+        self.n = 0  # samples seen
+        self.peak_mb = -1.0  # the worker's exact peak of the file and its children then, once it ended
+        if before is not None:
+            self.add(before)
+
+    def add(self, parts: _Parts) -> None:
+        least = self.least
+        if least is None:
+            self.least = {k: v for k, v in parts.items() if k != self.me}
+        else:  # a part missing from a sample (a worker not started or gone) held nothing then
+            self.least = {k: min(v, parts[k]) for k, v in least.items() if k in parts}
+        self.n += 1
+
+    def total(self) -> float | None:
+        """The tree's floor at the worker's exact peak; None without two samples around it."""
+        if self.peak_mb < 0 or self.n < 2 or self.least is None:
+            return None
+        return self.peak_mb + sum(self.least.values())
 
 
 class _FileRow:
@@ -100,17 +136,19 @@ class _FileRow:
 class _Worker:
     """A process that runs tests, and what was seen of its tree."""
 
-    __slots__ = ("baseline_mb", "children_mb", "done", "forks", "late", "name", "peak_mb", "pid", "seg",
-                 "tree_mb")
+    __slots__ = ("baseline_mb", "children_mb", "done", "forks", "late", "name", "parts", "peak_mb", "pending",
+                 "pid", "seg", "tree_mb")
 
     def __init__(self, name: str, pid: int) -> None:
         self.name = name
         self.pid = pid
         self.seg: _Seg | None = None
         # samples taken since messages were last read: (t, tree_mb, children_mb, its forks
-        # (pid, MiB), the rest of the tree's MiB); a message written before a sample but read
-        # after it decides its file
-        self.late: list[tuple[float, float, float, tuple[tuple[int, float], ...], float]] = []
+        # (pid, MiB), the tree in parts); a message written before a sample but read after it
+        # decides its file
+        self.late: list[tuple[float, float, float, tuple[tuple[int, float], ...], _Parts]] = []
+        self.parts: _Parts | None = None  # the tree in parts at the last folded sample
+        self.pending: list[_Beside] = []  # files ended since the last folded sample
         self.forks: frozenset[int] = frozenset()  # its forks at the last folded sample
         self.children_mb = 0.0  # at the last folded sample
         self.tree_mb = 0.0  # at the last folded sample
@@ -143,8 +181,8 @@ class Watcher:
         self.samples: list[tuple[int, float, float, float | None, int]] = []  # SAMPLE_COLUMNS
         self.count = 0
         self.peak_rss = 0.0
-        # a worker's exact peak (VmHWM) and what the rest of the tree held at least meanwhile:
-        # a spike shorter than the interval, missed by the sampled totals (at a file's end, ``handle``)
+        # a worker's exact peak (VmHWM) beside the least each other part of the tree held around
+        # that file (``_Beside``): a spike shorter than the interval, missed by the sampled totals
         self.peak_exact = 0.0
         self.peak_pss: float | None = None
         self.peak_procs = 0
@@ -226,6 +264,7 @@ class Watcher:
                 self_mb = max(0.0, self._last_tree(w) - children)
             base = self_mb + children
             w.seg = _Seg(path, t0, wall0, base, children, base, w.forks)
+            w.seg.beside = _Beside(w.name, w.parts)
             if w.baseline_mb is None:
                 w.baseline_mb = base
             w.peak_mb = max(w.peak_mb, base)
@@ -243,8 +282,9 @@ class Watcher:
                 # children at the end: the last file's teardown may have stopped them.
                 peak, forks = hwm + seg.children_mb, (0.0, 0, 0.0)
             w.peak_mb = max(w.peak_mb, peak)
-            if hwm >= 0 and seg.others_mb < math.inf:
-                self.peak_exact = max(self.peak_exact, hwm + seg.children_mb + seg.others_mb)
+            if hwm >= 0 and seg.beside is not None:  # summed with the rest at the next sample
+                seg.beside.peak_mb = hwm + seg.children_mb
+                w.pending.append(seg.beside)
             # the worker's own growth: its exact peak over its own RSS when the file began
             own = max(0.0, hwm - (seg.baseline_mb - seg.children_mb)) if hwm >= 0 else None
             self._add_file(_FileRow(seg.path, w.name, seg.wall0, wall1, max(0.0, t1 - seg.t0), cpu, tests,
@@ -263,7 +303,7 @@ class Watcher:
         """Give the samples taken up to ``until`` to the file in flight then."""
         keep = []
         for sample in w.late:
-            t, tree_mb, children_mb, forks, others = sample
+            t, tree_mb, children_mb, forks, parts = sample
             if t > until:
                 keep.append(sample)
                 continue
@@ -271,14 +311,24 @@ class Watcher:
             w.tree_mb = tree_mb
             w.peak_mb = max(w.peak_mb, tree_mb)
             w.forks = frozenset(pid for pid, _ in forks) if forks else frozenset()
+            w.parts = parts
+            for b in w.pending:  # the first sample after those files ended
+                b.add(parts)
+                self._settle(b)
+            w.pending.clear()
             seg = w.seg
-            if seg is not None and others < seg.others_mb:
-                seg.others_mb = others
+            if seg is not None and seg.beside is not None:
+                seg.beside.add(parts)
             if seg is not None and tree_mb > seg.peak_mb:
                 seg.peak_mb = tree_mb
                 new = [mb for pid, mb in forks if pid not in seg.pre]
                 seg.fork_mb, seg.forks = sum(new), len(new)
         w.late = keep
+
+    def _settle(self, b: _Beside) -> None:
+        got = b.total()
+        if got is not None and got > self.peak_exact:
+            self.peak_exact = got
 
     def _add_file(self, r: _FileRow) -> None:
         """A file run in several stretches on one worker stays one row (summed time, max peak)."""
@@ -323,11 +373,13 @@ class Watcher:
         below: dict[str, list[int]] = {}
         if not self.workers:
             return out, below
-        for name, (tree_mb, self_mb, kids) in proctree.worker_trees(
-                parents, rss, [(w.name, w.pid) for w in self.workers.values()]).items():
+        trees = proctree.worker_trees(parents, rss, [(w.name, w.pid) for w in self.workers.values()])
+        parts: _Parts = {name: tree[0] for name, tree in trees.items()}
+        parts[""] = max(0.0, total - sum(parts.values()))
+        for name, (tree_mb, self_mb, kids) in trees.items():
             w = self.workers[name]
             w.late.append((t, tree_mb, tree_mb - self_mb, self.forks.of(w.pid, kids, rss) if kids else _NO_FORKS,
-                           total - tree_mb))
+                           parts))
             out[name] = tree_mb
             below[name] = kids
         self.forks.keep(parents)
@@ -382,8 +434,8 @@ class Watcher:
         import resource
 
         ru = resource.getrusage(resource.RUSAGE_SELF)  # what measuring cost, outside the tests
-        # the run's peak: the highest sampled total, or a worker's exact peak beside what the
-        # rest held at least then (two workers' hogs a tenth of a second apart are not summed)
+        # the run's peak: the highest sampled total, or a worker's exact peak beside the least
+        # each other part held around its file (two workers' spikes are not summed)
         return {"summary": True, "peak_rss": max(self.peak_rss, self.peak_exact), "peak_pss": self.peak_pss,
                 "pss_reads": self.pss.reads, "pss_at_peak": self.pss.pss_at_peak(self.peak_rss),  # (RSS, PSS)
                 "peak_procs": self.peak_procs, "secs_above": self.secs_above, "samples": self.count,
@@ -427,6 +479,9 @@ class Watcher:
         self.read_messages()
         for w in self.workers.values():
             self._fold_late(w)
+            for b in w.pending:  # the last files: no sample after them, what was around them before
+                self._settle(b)
+            w.pending.clear()
         self.flush(final=True)
         if self.journal is not None:
             self.journal.maybe_write(force=True)
