@@ -385,13 +385,22 @@ def marshal_hex_of_a_list() -> str:
 
 
 SPIKE_SUITE = {
-    # run by both workers (--dist each); gw0 holds 300 MiB from its collection on, so before
-    # and around every file gw1 runs
-    "test_a_hold.py": "import os\n\n"
-                      "if os.environ.get('PYTEST_XDIST_WORKER') == 'gw0':\n"
+    # run by both workers (--dist each). gw0 holds 300 MiB from its collection on, until gw1
+    # has spiked (xdist ends a worker of --dist each once it has run its tests); gw1 starts
+    # its spike file only once a sample or two has seen that memory
+    "test_a_hold.py": "import os, time\n\n"
+                      "WORKER = os.environ.get('PYTEST_XDIST_WORKER')\n"
+                      "if WORKER == 'gw0':\n"
                       "    HELD = bytearray(300 * 1024 * 1024)\n"
-                      "    for i in range(0, len(HELD), 4096):\n        HELD[i] = 1\n\n"
-                      "def test_hold():\n    pass\n",
+                      "    for i in range(0, len(HELD), 4096):\n        HELD[i] = 1\n"
+                      "    open('held', 'w').close()\n\n"
+                      "def wait_for(flag):\n"
+                      "    end = time.monotonic() + 60\n"
+                      "    while not os.path.exists(flag) and time.monotonic() < end:\n"
+                      "        time.sleep(0.01)\n\n"
+                      "def test_hold():\n"
+                      "    if WORKER == 'gw0':\n        wait_for('spiked')\n        time.sleep(1.5)\n"
+                      "    elif WORKER == 'gw1':\n        wait_for('held')\n        time.sleep(0.7)\n",
     # gw1: 300 MiB for a few tens of ms (the kernel faults it in at once), which samples
     # every 0.5 s almost never meet
     "test_b_spike.py": "import mmap, os, time\n\n"
@@ -399,7 +408,8 @@ SPIKE_SUITE = {
                        "    if os.environ.get('PYTEST_XDIST_WORKER') != 'gw1':\n        return\n"
                        "    time.sleep(1.0)\n"
                        "    m = mmap.mmap(-1, 300 * 1024 * 1024, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | mmap.MAP_POPULATE)\n"
-                       "    m.close()\n    time.sleep(1.0)\n",
+                       "    m.close()\n    time.sleep(1.0)\n"
+                       "    open('spiked', 'w').close()\n",
 }
 
 
