@@ -346,11 +346,11 @@ def _files(history: History, run_ids: Sequence[int], last: int,
         acc[0] += wall
         acc[1] += float(cpu_s)
         acc[2] += int(tests)
-        row_peaks.setdefault((int(run_id), str(path)), {})[str(w)] = (
-            peak, min(float(fork_mb or 0.0), peak), int(forks or 0), float(fork_of or 0.0))
+        of_peak = (min(float(fork_mb or 0.0), peak), int(forks or 0), float(fork_of or 0.0))  # its forks
+        row_peaks.setdefault((int(run_id), str(path)), {})[str(w)] = (peak, *of_peak)
         if peak >= acc[3]:
             acc[3] = peak
-            acc[6:9] = (min(float(fork_mb or 0.0), peak), int(forks or 0), float(fork_of or 0.0))
+            acc[6:9] = of_peak
     fault = fault_cost(per, _system_cpu(history, run_ids), _fault_probes(history))
     # a calibration's one-off stalls are no contention: out of its files' times before the
     # slowdown, while its figure is the one plans use (no whole run measured its count); its
@@ -596,9 +596,8 @@ def _piece_peaks(history: History, runs_of: Mapping[str, Sequence[int]], order: 
     the file are not the ones ``order`` has (another selection, other parameters) is left out."""
     by_run: dict[int, list[str]] = {}
     for path, rs in runs_of.items():
-        if path in order:
-            for r in rs:
-                by_run.setdefault(r, []).append(path)
+        for r in rs:
+            by_run.setdefault(r, []).append(path)
     ran: dict[tuple[int, str], dict[str, set[str]]] = {}
     for run_id, paths in sorted(by_run.items()):
         for file, worker, nodeid in history.execute(

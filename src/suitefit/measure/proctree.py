@@ -39,6 +39,18 @@ def read_bytes(path: str) -> bytes:
         os.close(fd)
 
 
+def pread_all(fd: int) -> bytes:
+    """A /proc file kept open, produced afresh (``pread`` at 0), to its end; OSError if it
+    cannot be read (its process or thread gone, for most files)."""
+    data = os.pread(fd, 4096, 0)
+    if len(data) < 2048:  # /proc hands out about a page at a time: this short, it is all
+        return data
+    parts = [data]
+    while part := os.pread(fd, 4096, sum(map(len, parts))):
+        parts.append(part)
+    return b"".join(parts)
+
+
 def _field(data: bytes, key: bytes) -> int | None:
     """The number after ``key`` at a line's start in a ``Key:   123 kB`` file (status, smaps_rollup)."""
     if data.startswith(key):

@@ -393,16 +393,10 @@ class WorkerRecorder:
         if fd is None:
             fd = self._kids_fd = os.open(f"/proc/{self.pid}/task/{self.pid}/children", os.O_RDONLY | os.O_CLOEXEC)
         try:
-            chunk = os.pread(fd, 4096, 0)
+            return proctree.pread_all(fd)
         except OSError:  # a kernel whose seq files refuse pread: seek back and read
             os.lseek(fd, 0, os.SEEK_SET)
             return b"".join(iter(lambda: os.read(fd, 4096), b""))
-        if len(chunk) < 2048:  # /proc hands out up to a page at a time: this short, it is all
-            return chunk
-        parts = [chunk]
-        while chunk := os.pread(fd, 4096, sum(map(len, parts))):
-            parts.append(chunk)
-        return b"".join(parts)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         ph = self._ph  # the reports of a test come while its protocol runs, in its process

@@ -13,6 +13,7 @@ from suitefit.measure.proctree import (
     _HAS_CHILDREN_FILE,
     _RDONLY,
     PAGE_MB,
+    pread_all,
     read_bytes,
     rss_mb,
     thread_children,
@@ -114,7 +115,7 @@ class TreeReader:
     @staticmethod
     def _parse(fds: tuple[int, int | None]) -> tuple[int, int, bytes]:
         fields = os.pread(fds[0], 4096, 0).rsplit(b")", 1)[1].split()
-        kids = _pread_all(fds[1]) if fds[1] is not None else b""
+        kids = pread_all(fds[1]) if fds[1] is not None else b""
         return int(fields[17]), int(fields[21]), kids  # num_threads, rss (pages)
 
     def _all_threads(self, pid: int, threads: int, main: bytes) -> bytes:
@@ -124,7 +125,7 @@ class TreeReader:
             parts = [main]
             try:
                 for kids, comm in kept:
-                    parts.append(_pread_all(kids))
+                    parts.append(pread_all(kids))
                     os.pread(comm, 64, 0)  # fails once the thread is gone
                 return b" ".join(parts)
             except OSError:
@@ -146,7 +147,7 @@ class TreeReader:
             except OSError:
                 continue
             try:
-                parts.append(_pread_all(kids))
+                parts.append(pread_all(kids))
                 comm = os.open(f"/proc/{pid}/task/{tid}/comm", _RDONLY)
             except OSError:
                 os.close(kids)
@@ -181,17 +182,6 @@ class TreeReader:
             self._close(pid)
         for pid in list(self._threads):
             self._drop_threads(pid)
-
-
-def _pread_all(fd: int) -> bytes:
-    """A /proc file kept open, produced afresh (``pread`` at 0), to its end."""
-    data = os.pread(fd, 4096, 0)
-    if len(data) < 2048:  # /proc hands out about a page at a time: this short, it is all
-        return data
-    parts = [data]
-    while part := os.pread(fd, 4096, sum(map(len, parts))):
-        parts.append(part)
-    return b"".join(parts)
 
 
 def _close_fds(fds: tuple[int, int | None]) -> None:

@@ -54,7 +54,7 @@ class _Seg:
                  "wall0")
 
     def __init__(self, path: str, t0: float, wall0: float, baseline_mb: float, children_mb: float,
-                 peak_mb: float, pre: frozenset[int] = frozenset()) -> None:
+                 peak_mb: float, beside: _Beside, pre: frozenset[int] = frozenset()) -> None:
         self.path = path
         self.t0 = t0  # monotonic, from the worker
         self.wall0 = wall0
@@ -66,7 +66,7 @@ class _Seg:
         self.fork_mb = 0.0
         self.forks = 0
         self.pre = pre
-        self.beside: _Beside | None = None  # what the rest of the tree held around it
+        self.beside = beside  # what the rest of the tree held around it
 
 
 # Each sample's tree in parts: each worker's tree MiB, and "" the rest (the controller, what
@@ -263,8 +263,7 @@ class Watcher:
             if self_mb < 0:  # the worker could not read itself: the last sample of it will do
                 self_mb = max(0.0, self._last_tree(w) - children)
             base = self_mb + children
-            w.seg = _Seg(path, t0, wall0, base, children, base, w.forks)
-            w.seg.beside = _Beside(w.name, w.parts)
+            w.seg = _Seg(path, t0, wall0, base, children, base, _Beside(w.name, w.parts), w.forks)
             if w.baseline_mb is None:
                 w.baseline_mb = base
             w.peak_mb = max(w.peak_mb, base)
@@ -282,7 +281,7 @@ class Watcher:
                 # children at the end: the last file's teardown may have stopped them.
                 peak, forks = hwm + seg.children_mb, (0.0, 0, 0.0)
             w.peak_mb = max(w.peak_mb, peak)
-            if hwm >= 0 and seg.beside is not None:  # summed with the rest at the next sample
+            if hwm >= 0:  # summed with the rest at the next sample
                 seg.beside.peak_mb = hwm + seg.children_mb
                 w.pending.append(seg.beside)
             # the worker's own growth: its exact peak over its own RSS when the file began
@@ -312,12 +311,9 @@ class Watcher:
             w.peak_mb = max(w.peak_mb, tree_mb)
             w.forks = frozenset(pid for pid, _ in forks) if forks else frozenset()
             w.parts = parts
-            for b in w.pending:  # the first sample after those files ended
-                b.add(parts)
-                self._settle(b)
-            w.pending.clear()
+            self._settle(w, parts)  # the first sample after those files ended
             seg = w.seg
-            if seg is not None and seg.beside is not None:
+            if seg is not None:
                 seg.beside.add(parts)
             if seg is not None and tree_mb > seg.peak_mb:
                 seg.peak_mb = tree_mb
@@ -325,10 +321,16 @@ class Watcher:
                 seg.fork_mb, seg.forks = sum(new), len(new)
         w.late = keep
 
-    def _settle(self, b: _Beside) -> None:
-        got = b.total()
-        if got is not None and got > self.peak_exact:
-            self.peak_exact = got
+    def _settle(self, w: _Worker, after: _Parts | None) -> None:
+        """Count the files ``w`` ended since its last sample into the run's peak, with the
+        sample ``after`` them (None: there is none, the run ends)."""
+        for b in w.pending:
+            if after is not None:
+                b.add(after)
+            got = b.total()
+            if got is not None and got > self.peak_exact:
+                self.peak_exact = got
+        w.pending.clear()
 
     def _add_file(self, r: _FileRow) -> None:
         """A file run in several stretches on one worker stays one row (summed time, max peak)."""
@@ -479,9 +481,7 @@ class Watcher:
         self.read_messages()
         for w in self.workers.values():
             self._fold_late(w)
-            for b in w.pending:  # the last files: no sample after them, what was around them before
-                self._settle(b)
-            w.pending.clear()
+            self._settle(w, None)  # the last files: no sample after them, what was around them before
         self.flush(final=True)
         if self.journal is not None:
             self.journal.maybe_write(force=True)

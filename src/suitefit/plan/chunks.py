@@ -109,12 +109,12 @@ def split_long_files(units: Sequence[Unit], file_costs: Mapping[str, FileCost],
         shaped = bool(fc.time_shares)
         moved = cuts != counted
         sliced = shaped or fill or moved  # not the k-th of m equal counts: the run needs the fractions
+        # what the unit adds to its file's peak: its persistent fixtures' memory, which the parts
+        # runs measured (as the file's peak) do not hold
+        held = max(0.0, u.peak_mb - fc.peak_mb)
         for k, ((lo, hi), t) in enumerate(zip(pairwise(cuts), times, strict=True), start=1):
-            # its own peak where runs that split the file measured it, else the file's; and
-            # what the unit adds to its file's peak (its persistent fixtures' memory, which the
-            # measured parts, as the file's peak, do not hold)
+            # its own peak where runs that split the file measured it, else the file's
             own = fc.peak_between(lo / fc.tests, hi / fc.tests)
-            held = max(0.0, u.peak_mb - fc.peak_mb)
             peak = (u.peak_mb, u.fork_mb, u.forks, u.fork_of_mb) if own is None else (own[0] + held, *own[1:])
             out.append(Unit(
                 name=f"{u.name}[{k}/{m}]", files=u.files, wall_s=t + (setup if k > 1 else 0.0),
