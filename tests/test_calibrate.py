@@ -123,6 +123,14 @@ def test_slice_factor_reads_a_slice_of_known_costs_at_the_suites_rate(
         assert f == pytest.approx(a + b * min(max(rate, min(rates)), max(rates)), rel=1e-6, abs=1e-9)
 
 
+def _stall(db: Path, run_id: int, s: float) -> None:
+    """test_0's first test took ``s`` more in run ``run_id`` (its file as much)."""
+    with sqlite3.connect(db) as c:
+        c.execute("UPDATE tests SET wall_s = wall_s + ? WHERE run_id = ? AND nodeid = 'tests/test_0.py::test_0'",
+                  (s, run_id))
+        c.execute("UPDATE files SET wall_s = wall_s + ? WHERE run_id = ? AND path = 'tests/test_0.py'", (s, run_id))
+
+
 def test_a_calibrations_first_uses_are_left_out_of_its_contention_not_an_even_slowdown(tmp_path: Path) -> None:
     """networkx's five packages: 7 of the slice's 478 tests held 1.2 s of its 3.0 s (imports
     inside functions, caches an earlier file had filled in the profile), and the slice read
@@ -141,10 +149,7 @@ def test_a_calibrations_first_uses_are_left_out_of_its_contention_not_an_even_sl
     write_history(db, runs)
     with History(db) as h:
         evenly = build_cost_model(h).slowdown[2]
-    # test_0's first test pays a first use of 1.5 s in its fresh worker (0.1 s serially)
-    with sqlite3.connect(db) as c:
-        c.execute("UPDATE tests SET wall_s = wall_s + 1.5 WHERE run_id = 2 AND nodeid = 'tests/test_0.py::test_0'")
-        c.execute("UPDATE files SET wall_s = wall_s + 1.5 WHERE run_id = 2 AND path = 'tests/test_0.py'")
+    _stall(db, 2, 1.5)  # test_0's first test pays a first use of 1.5 s in its fresh worker (0.1 s serially)
     (tmp_path / "pyproject.toml").write_text("")
     with History(db) as h:
         cm = build_cost_model(h)
@@ -158,12 +163,39 @@ def test_a_calibrations_first_uses_are_left_out_of_its_contention_not_an_even_sl
     # the same test as slow in a whole run counts there: every worker pays what it pays
     whole = SynthRun({"gw0": paths[::2], "gw1": paths[1::2]}, files, kind="run", scale=1.3)
     write_history(tmp_path / "h2.sqlite", [runs[0], whole])
-    with sqlite3.connect(tmp_path / "h2.sqlite") as c:
-        c.execute("UPDATE tests SET wall_s = wall_s + 1.5 WHERE run_id = 2 AND nodeid = 'tests/test_0.py::test_0'")
-        c.execute("UPDATE files SET wall_s = wall_s + 1.5 WHERE run_id = 2 AND path = 'tests/test_0.py'")
+    _stall(tmp_path / "h2.sqlite", 2, 1.5)
     with History(tmp_path / "h2.sqlite") as h:
         cm = build_cost_model(h)
     assert cm.slowdown == {2: pytest.approx((1.3 * 8 + 1.5) / 8)} and not cm.first_uses
+
+
+def test_a_stall_in_the_serial_reference_is_not_read_as_a_file_running_faster_beside_others(tmp_path: Path) -> None:
+    """The 50,000-test suite: in its serial profile one test of 166 took 618 ms (a full
+    collection of a heap holding every item), 6 ms in the calibration. Its file looked long,
+    so the calibration ran it (longest first), and read x0.58 for it: with a second such file
+    the slice said x1.38, the first plan 48 s for two workers that took 72 s."""
+    from suitefit.cli.calibrate import _measured_line
+    from suitefit.config import load_config
+
+    files = {f"tests/test_{i}.py": SynthFile(f"tests/test_{i}.py", 1.0, tests=10) for i in range(8)}
+    paths = list(files)
+    sliced = paths[:6]
+    there = {p: SynthFile(p, files[p].wall_s * 1.3, tests=10) for p in sliced}  # evenly 1.3x side by side
+    runs = [SynthRun({"main": paths}, files),
+            SynthRun({"gw0": sliced[::2], "gw1": sliced[1::2]}, there, kind="calibrate", startup_s=2.5)]
+    db = tmp_path / "h.sqlite"
+    write_history(db, runs)
+    _stall(db, 1, 1.5)  # the serial run's first test of test_0 stalled for 1.5 s
+    (tmp_path / "pyproject.toml").write_text("")
+    with History(db) as h:
+        cm = build_cost_model(h)
+        line = _measured_line(h, load_config(tmp_path), 2, 2)
+    # read against the stall, test_0 would be x0.52 and the slice x1.04
+    assert cm.slowdown == {2: pytest.approx(1.3)}
+    assert cm.reference_stalls == {2: (pytest.approx(1.6 - 0.13 / 1.3), 1)} and not cm.first_uses
+    assert "(1 of its test(s) stalled in the serial run, 1.5 s over their time here" in line, line
+    # the file's own cost for plans is still what the serial run measured of it
+    assert next(f for f in cm.files if f.path == "tests/test_0.py").wall_s == pytest.approx(2.5)
 
 
 def test_the_calibrations_line_says_what_it_measured_and_what_plans_use(tmp_path: Path) -> None:

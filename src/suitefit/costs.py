@@ -75,6 +75,7 @@ def build_cost_model(history: History | None, *, files: Sequence[str] = (),
     run_slowdown: dict[int, float] = {}
     unconfirmed: frozenset[int] = frozenset()
     first_uses: dict[int, tuple[float, int]] = {}
+    stalled: dict[int, tuple[float, int]] = {}
     startups: dict[int, float] = {}
     fixtures: tuple[FixtureCost, ...] = ()
     worker = DEFAULT_WORKER
@@ -90,7 +91,7 @@ def build_cost_model(history: History | None, *, files: Sequence[str] = (),
         fixtures, fx_rows, fx_files = _fixtures(history, run_ids)
         partial = history.partial_files(run_ids)
         part = _part_runs(history, run_ids, partial, most)
-        fcosts, used_runs, (slowdown, run_slowdown, unconfirmed, first_uses), fault, warmup = _files(
+        fcosts, used_runs, (slowdown, run_slowdown, unconfirmed, first_uses, stalled), fault, warmup = _files(
             history, run_ids, last, fx_rows, fx_files, partial, part)
         gone = gone_files(fcosts, root)
         for path in gone:
@@ -149,6 +150,7 @@ def build_cost_model(history: History | None, *, files: Sequence[str] = (),
         run_slowdown=run_slowdown,
         slowdown_unconfirmed=unconfirmed,
         first_uses=first_uses,
+        reference_stalls=stalled,
         startup_by_workers=startups,
         collect_fraction=collect_fraction,
         collect_mb=collect_mb,
@@ -304,7 +306,8 @@ def _files(history: History, run_ids: Sequence[int], last: int,
            fx_on_worker: Mapping[tuple[int, str], Mapping[str, tuple[float, float]]],
            fx_users: Mapping[int, Mapping[str, set[str]]], partial: Collection[tuple[int, str]] = (),
            part: Collection[int] = ()) -> tuple[dict[str, FileCost], set[int],
-                      tuple[dict[int, float], dict[int, float], frozenset[int], dict[int, tuple[float, int]]],
+                      tuple[dict[int, float], dict[int, float], frozenset[int], dict[int, tuple[float, int]],
+                            dict[int, tuple[float, int]]],
                       tuple[float, str] | None, float]:
     rows = history.execute(
         f"SELECT run_id, worker, path, started, wall_s, cpu_s, tests, peak_mb, fork_mb, forks, fork_of_mb, baseline_mb "
@@ -357,7 +360,8 @@ def _files(history: History, run_ids: Sequence[int], last: int,
     # reference, the newest serial run (its profile): a passing run's test rows are otherwise
     # never read, and a 50,000-test history holds a million of them
     measured = {n_of[r] for r in run_ids if r not in calibrations and n_of.get(r, 0) >= 2}
-    first_uses = _first_uses(history, sorted(r for r in calibrations if n_of.get(r, 0) not in measured), serial)
+    first_uses, stalled = _first_uses(history, sorted(r for r in calibrations if n_of.get(r, 0) not in measured),
+                                      serial)
     first_by_run: dict[int, tuple[float, int]] = {}
     for key, (excess, n) in first_uses.items():
         a = per.get(key)
@@ -365,8 +369,13 @@ def _files(history: History, run_ids: Sequence[int], last: int,
             a[0] = max(0.0, a[0] - excess)
             s, k = first_by_run.get(key[0], (0.0, 0))
             first_by_run[key[0]] = (s + excess, k + n)
+    stalled_by_run: dict[int, tuple[float, int]] = {}
+    for (run_id, _), (excess, n) in stalled.items():
+        s, k = stalled_by_run.get(run_id, (0.0, 0))
+        stalled_by_run[run_id] = (s + excess, k + n)
     # with faults modelled, files that touch much memory are priced apart from CPU sharing
-    slowdown, by_run = _slowdown(n_of, per, heavy_apart=fault is not None, priors=calibrations, part=part)
+    slowdown, by_run = _slowdown(n_of, per, heavy_apart=fault is not None, priors=calibrations, part=part,
+                                 ref_less={key: excess for key, (excess, _) in stalled.items()})
     by_path: dict[str, list[tuple[int, list[float]]]] = {}
     used: set[int] = set(calibrations)  # read for their workers' start-up, not their files' times
     for (run_id, path), acc in per.items():
@@ -438,7 +447,7 @@ def _files(history: History, run_ids: Sequence[int], last: int,
     # counts only a calibration measured: its slice of short files in fresh workers reads high
     whole = {n_of[r] for r in by_run if r not in calibrations}
     unconfirmed = frozenset(n_of[r] for r in by_run if r in calibrations) - whole
-    return out, used, (slowdown, by_run, unconfirmed, first_by_run), fault, warmup
+    return out, used, (slowdown, by_run, unconfirmed, first_by_run, stalled_by_run), fault, warmup
 
 
 # A calibration runs short files in fresh workers. A test that ran warm in the serial profile
@@ -453,11 +462,20 @@ FIRST_USE_S = 0.005
 
 
 def _first_uses(history: History, calibrations: Sequence[int], serial: Sequence[int]
-                ) -> dict[tuple[int, str], tuple[float, int]]:
-    """(calibration run, file) -> (seconds its tests' first uses took over their serial
-    time, how many tests); ``serial``: the runs whose per-test times are the reference."""
+                ) -> tuple[dict[tuple[int, str], tuple[float, int]], dict[tuple[int, str], tuple[float, int]]]:
+    """One-off stalls on either side of a calibration's comparison, test by test against
+    ``serial`` (the runs whose per-test times are the reference): (calibration run, file) ->
+    (seconds its tests' first uses took over their serial time, how many tests); and the same
+    key -> (seconds the reference's own stalls took over what those tests took in the
+    calibration, at its contention; how many tests).
+
+    The second is the first turned round. A test that stalled in the serial run (a full
+    collection of a heap that holds 50,000 items: one test of 166 took 618 ms there, 6 ms in
+    the calibration) makes its file look long, and the calibration runs the longest files
+    first: two such files read x0.44 and x0.58, the slice x1.38 for a whole run's x2.11, and
+    the first plan chose two workers that ran slower than one."""
     if not calibrations or not serial:
-        return {}
+        return {}, {}
     rows = history.execute(
         f"SELECT run_id, nodeid, file, wall_s FROM tests WHERE run_id IN ({_q(calibrations)}) "
         f"AND outcome IN ('passed', 'skipped', 'xfailed', 'xpassed')")
@@ -475,13 +493,18 @@ def _first_uses(history: History, calibrations: Sequence[int], serial: Sequence[
         if r:
             by_run.setdefault(int(run_id), []).append((str(file), float(wall), median(r)))
     out: dict[tuple[int, str], tuple[float, int]] = {}
+    back: dict[tuple[int, str], tuple[float, int]] = {}
     for run_id, tests in by_run.items():
-        limit = FIRST_USE_X * max(1.0, _weighted_median_ratio([(t, s) for _, t, s in tests]) or 1.0)
+        ratio = max(1.0, _weighted_median_ratio([(t, s) for _, t, s in tests]) or 1.0)
+        limit = FIRST_USE_X * ratio
         for file, t, s in tests:
             if t > limit * s + FIRST_USE_S:
                 e, n = out.get((run_id, file), (0.0, 0))
                 out[(run_id, file)] = (e + t - s, n + 1)
-    return out
+            elif s > FIRST_USE_X * t / ratio + FIRST_USE_S:
+                e, n = back.get((run_id, file), (0.0, 0))
+                back[(run_id, file)] = (e + s - t / ratio, n + 1)
+    return out, back
 
 
 def _weighted_median_ratio(pairs: Sequence[tuple[float, float]]) -> float | None:
@@ -837,8 +860,8 @@ def _warm_up(rows: Sequence[Sequence[Any]], kept: Mapping[tuple[int, str], float
 
 
 def _slowdown(n_of: Mapping[int, int], per: Mapping[tuple[int, str], list[float]],
-              heavy_apart: bool = False, priors: Collection[int] = (), part: Collection[int] = ()
-              ) -> tuple[dict[int, float], dict[int, float]]:
+              heavy_apart: bool = False, priors: Collection[int] = (), part: Collection[int] = (),
+              ref_less: Mapping[tuple[int, str], float] = {}) -> tuple[dict[int, float], dict[int, float]]:
     """Worker count -> how much longer a file takes than in a serial run on this machine; and
     run -> that run's own figure (what a calibration says it measured).
 
@@ -853,7 +876,9 @@ def _slowdown(n_of: Mapping[int, int], per: Mapping[tuple[int, str], list[float]
     measured it: on scipy.sparse the slice said 1.77x where whole runs measured 1.55x.
     ``part``: runs of part of the suite (``_part_runs``), read for a count only while a run of
     the whole suite measured it: their files are not the suite's mix side by side (numpy's
-    ``random`` alone read 1.60x, the whole suite 1.33x).
+    ``random`` alone read 1.60x, the whole suite 1.33x). ``ref_less``: (calibration run, file)
+    -> seconds of the serial reference that were its stalls there, not the file's time
+    (``_first_uses``).
     """
     serial: dict[str, list[float]] = {}
     tests: dict[str, float] = {}
@@ -871,7 +896,8 @@ def _slowdown(n_of: Mapping[int, int], per: Mapping[tuple[int, str], list[float]
         # files touching much memory, where faults are modelled: their slowdown is the faults
         # beside them (``fault_cost``), not CPU sharing
         if n >= 2 and path in ref and not acc[4] and not acc[5] and not (heavy_apart and acc[3] >= FAULT_MIN_MB):
-            pairs.setdefault(n, {}).setdefault(run_id, []).append((acc[0], ref[path], acc[2]))
+            s = ref[path] - ref_less.get((run_id, path), 0.0)
+            pairs.setdefault(n, {}).setdefault(run_id, []).append((acc[0], s, acc[2]))
     out: dict[int, float] = {}
     by_run: dict[int, float] = {}
     for n, runs in pairs.items():

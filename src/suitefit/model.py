@@ -216,6 +216,9 @@ class CostModel:
     slowdown_unconfirmed: frozenset[int] = frozenset()
     # calibration run -> (seconds, tests): its tests' first uses, left out of its slowdown
     first_uses: Mapping[int, tuple[float, int]] = field(default_factory=dict)
+    # calibration run -> (seconds, tests): its serial reference's stalls (of the same tests),
+    # left out of the reference
+    reference_stalls: Mapping[int, tuple[float, int]] = field(default_factory=dict)
     startup_by_workers: Mapping[int, float] = field(default_factory=dict)
     # of a worker's start-up, the share its collection takes (median over recorded workers);
     # None: not recorded
