@@ -433,6 +433,12 @@ def test_a_crash_in_a_one_worker_plan_is_named_afterwards(tmp_path: Path) -> Non
     res = suitefit("run", "--workers", "1", "--", "-q", cwd=tmp_path, env={"WHERE_LOG": str(tmp_path / "w")})
     assert res.returncode == -9
     killed = "tests/test_z_kill.py::test_kills_its_own_process"
+    # said at once, by the sampler process: the part of the run that outlives pytest's (a
+    # job's log may be all that survives a runner killed for memory)
+    said = [line for line in res.stderr.splitlines() if "ended before its session did" in line]
+    assert len(said) == 1 and f"while running {killed};" in said[0], res.stderr
+    held = re.search(r"the tree held (\d+) MiB at the last reading", said[0])
+    assert held and int(held.group(1)) > 64, said  # the ballast included
     kept = tmp_path / ".suitefit"
     assert sorted(p.name for p in kept.glob("*.json")) == ["inflight-1.json", "plan-1.json"]  # nobody ended it
     listed = suitefit("history", cwd=tmp_path)
@@ -460,6 +466,7 @@ def test_a_run_leaves_no_files_beside_the_history(tmp_path: Path) -> None:
     for workers in ("1", "2"):
         res = suitefit("run", "--workers", workers, "--", "-q", cwd=tmp_path, env=env)
         assert res.returncode == 0, res.stderr
+        assert "ended before its session did" not in res.stderr  # the session ended it: nothing to say
     assert sorted(p.name for p in (tmp_path / ".suitefit").iterdir()) == ["history.sqlite"]
     (run, *_) = json_out(suitefit("history", "--json", cwd=tmp_path))
     assert run["id"] == 2 and run["status"] == "passed"

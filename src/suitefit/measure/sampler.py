@@ -43,6 +43,10 @@ WATCHER_MAIN = ("from suitefit.measure.watcher import main; rc = main(sys.argv[2
                 "sys.stderr.flush(); os._exit(rc)")
 
 
+# what the session writes to the sampler process's stdin to end it: an EOF without it says
+# the session's process died (``watcher.Watcher.ended_line``)
+END = b"q"
+
 # Linux takes no argument longer than 128 KiB (MAX_ARG_STRLEN): a longer path is cut to
 # what the sampler process imports from outside its standard library
 MAX_PATH_ARG = 64 * 1024
@@ -270,13 +274,14 @@ class SamplerProcess:
             if self._reader is not None:
                 with contextlib.suppress(OSError):
                     assert p.stdin is not None
-                    p.stdin.close()  # EOF: the sampler's signal to finish
+                    p.stdin.write(END)  # the sampler's signal to finish, then EOF
+                    p.stdin.close()
                 self._reader.join(timeout=30)
                 if self._reader.is_alive():
                     p.kill()
             else:
-                try:  # communicate closes stdin first: EOF is the sampler's signal to finish
-                    out, _ = p.communicate(timeout=30)
+                try:  # communicate writes the sampler's signal to finish, then closes stdin
+                    out, _ = p.communicate(END, timeout=30)
                 except subprocess.TimeoutExpired:
                     p.kill()
                     out, _ = p.communicate()

@@ -11,8 +11,9 @@ worker's baseline and peak into the history in batches, and, for a one-process
 ``suitefit run``, the in-flight journal and the heartbeat lines in the job log.
 
 It leaves itself out of the tree it measures, ignores Ctrl-C (the run decides when
-it ends), and ends when its stdin closes (the session's end, or its parent dying),
-when its parent changes, or on SIGTERM, writing what it holds before it goes. It removes
+it ends), and ends on the session's word on its stdin, when its stdin closes or its
+parent changes without that word (the session's process died: it then says so in one line,
+``Watcher.ended_line``), or on SIGTERM, writing what it holds before it goes. It removes
 its FIFO and page when it ends, so that a session killed by a signal leaves nothing behind.
 """
 
@@ -187,6 +188,10 @@ class Watcher:
         self.peak_pss: float | None = None
         self.peak_procs = 0
         self.secs_above = 0.0
+        self.last_total: float | None = None
+        # the session's word to end (a byte on stdin before its EOF): an EOF without it, or
+        # this process orphaned, says the session's process died (``ended_line``)
+        self.told_to_end = False
         self._prev_t: float | None = None
         self._last_flush = timing.monotonic()
         self._history: HistoryDB | None = None
@@ -392,6 +397,7 @@ class Watcher:
         self.count += 1
         self.samples.append((self.run_id, round(wall - self.started_wall, 4), total, pss, procs))
         self.peak_rss = max(self.peak_rss, total)
+        self.last_total = total
         self.peak_procs = max(self.peak_procs, procs)
         if pss is not None:
             self.peak_pss = max(self.peak_pss or 0.0, pss)
@@ -473,8 +479,16 @@ class Watcher:
                 next_t = timing.monotonic()
                 delay = 0
             r, _, _ = select.select([stdin_fd], [], [], delay)
-            if r and not os.read(stdin_fd, 4096):  # EOF: the session ends
+            if r:  # the session's word to end, or an EOF without it: its process died
+                self.told_to_end = bool(os.read(stdin_fd, 4096))
                 break
+        if not self.told_to_end:  # first: the job's log may be all that survives
+            try:
+                self.read_messages()  # what it last said it runs
+                sys.stderr.write("\n" + self.ended_line() + "\n")
+                sys.stderr.flush()
+            except (OSError, ValueError):
+                pass
         self.finish()
 
     def finish(self) -> None:
@@ -491,6 +505,23 @@ class Watcher:
         if self._history is not None:
             self._history.close()
             self._history = None
+
+    def ended_line(self) -> str:
+        """One line for the job's log when the session's process died before its end (killed
+        by a signal, by a runner's memory limit): it cannot say so itself, and the next
+        command's word (``History.settle_abandoned``) comes only if there is a next command on
+        that machine. What was in flight: the journal's tests (a planned run), else each
+        worker's file."""
+        from suitefit.units import fmt_mb
+
+        inflight = [(x.worker, x.nodeid) for x in self.journal.snapshot()] if self.journal is not None else []
+        running = inflight or [(w.name, w.seg.path) for w in self.workers.values() if w.seg is not None]
+        what = ", ".join(name if worker == "main" else f"{name} ({worker})" for worker, name in running)
+        return (f"suitefit: run {self.run_id}: pytest's process (pid {self.parent}) ended before its session "
+                f"did (killed by a signal or a memory limit)" + (f" while running {what}" if what else "")
+                + (f"; the tree held {fmt_mb(self.last_total)} at the last reading, {fmt_mb(self.peak_rss)} at "
+                   f"its highest" if self.last_total else "")
+                + f"; what was measured is kept in {self.history_path}")
 
 
 def main(argv: list[str]) -> int:
@@ -510,7 +541,7 @@ def main(argv: list[str]) -> int:
     w = Watcher(cfg, receiver)
     try:
         w.run(sys.stdin.fileno())
-    except SystemExit:
+    except SystemExit:  # SIGTERM: ended on purpose
         w.finish()
     finally:
         try:
