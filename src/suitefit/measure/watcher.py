@@ -518,7 +518,7 @@ class Watcher:
         running = inflight or [(w.name, w.seg.path) for w in self.workers.values() if w.seg is not None]
         what = ", ".join(name if worker == "main" else f"{name} ({worker})" for worker, name in running)
         return (f"suitefit: run {self.run_id}: pytest's process (pid {self.parent}) ended before its session "
-                f"did (killed by a signal or a memory limit)" + (f" while running {what}" if what else "")
+                f"did (killed: a signal, a runner's memory limit; or an exit that skipped it)" + (f" while running {what}" if what else "")
                 + (f"; the tree held {fmt_mb(self.last_total)} at the last reading, {fmt_mb(self.peak_rss)} at "
                    f"its highest" if self.last_total else "")
                 + f"; what was measured is kept in {self.history_path}")
