@@ -6,6 +6,7 @@ import contextlib
 import itertools
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -179,14 +180,28 @@ DIES = textwrap.dedent("""
 """)
 
 
-def test_ends_with_the_session_process_and_keeps_what_it_flushed(tmp_path: Path) -> None:
+@pytest.mark.parametrize("forked", [False, True], ids=["stdin ends", "a fork holds stdin"])
+def test_ends_with_the_session_process_and_keeps_what_it_flushed(tmp_path: Path, forked: bool) -> None:
+    """And says so at once, in one line. With a child forked from the session's process (a
+    test's pool) holding the sampler's stdin open, no EOF comes: being orphaned says it."""
     h, run_id = new_history(tmp_path)
-    parent = subprocess.Popen([sys.executable, "-c", DIES, str(h.path), str(run_id)], stdout=subprocess.PIPE, text=True)
-    assert parent.stdout is not None
+    script = DIES.replace("time.sleep(60)", "os.fork() or time.sleep(30)\ntime.sleep(60)") if forked else DIES
+    parent = subprocess.Popen([sys.executable, "-c", script, str(h.path), str(run_id)], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    assert parent.stdout is not None and parent.stderr is not None
     pid = int(parent.stdout.readline())
     time.sleep(2.6)  # past one flush (every 2 s)
     parent.send_signal(signal.SIGKILL)
     parent.wait()
+    said = []
+    t0 = time.monotonic()
+    for line in parent.stderr:  # the sampler process's, as it inherited it
+        if "ended before its session did" in line:
+            said.append(line)
+            break
+    assert time.monotonic() - t0 < 5  # at once, not when the fork ends
+    assert len(said) == 1 and f"run {run_id}: pytest's process (pid {parent.pid})" in said[0], said
+    assert re.search(r"the tree held \d+ MiB at the last reading, \d+ MiB at its highest", said[0]), said
     deadline = time.monotonic() + 5
     while proctree.create_time(pid) is not None and time.monotonic() < deadline:
         # it is our grandchild turned orphan: nobody here reaps it, so a zombie counts as gone
@@ -199,6 +214,17 @@ def test_ends_with_the_session_process_and_keeps_what_it_flushed(tmp_path: Path)
         time.sleep(0.05)
     assert time.monotonic() < deadline, "the sampler process outlived the session's process"
     assert len(h.samples(run_id)) >= 20  # the last flushed samples survive a SIGKILL of the run
+
+
+def test_stdin_closed_by_another_hand_is_not_read_as_the_sessions_death(tmp_path: Path) -> None:
+    """A test that closes every inherited descriptor closes the sampler's stdin: the sampler
+    ends (as before), but the session's process lives on, so nothing is said of its death."""
+    h, run_id = new_history(tmp_path)
+    script = DIES.replace("time.sleep(60)", "os.close(sp._proc.stdin.fileno())\ntime.sleep(1.5)\nsp.stop()")
+    res = subprocess.run([sys.executable, "-c", script, str(h.path), str(run_id)], capture_output=True, text=True,
+                         timeout=60)
+    assert res.returncode == 0, res.stderr
+    assert "ended before its session did" not in res.stderr
 
 
 def test_sigterm_flushes_and_ctrl_c_is_ignored(tmp_path: Path) -> None:

@@ -333,8 +333,10 @@ def _files(history: History, run_ids: Sequence[int], last: int,
     released = _runs_with_releases(history, run_ids)
     reference = next((r for r in serials if r not in part and r not in released), None)
     warmup, kept, warmed = _warm_up(rows, _kept(rows, set_up, released), n_of, reference)
+    raw: dict[tuple[int, str], float] = {}  # (run, path) -> its tests' time as recorded (fixtures' setup in)
     for (run_id, w, path, _started, wall_s, cpu_s, tests, peak_mb, fork_mb, forks, fork_of, _baseline), (fx_s, fx_mb) \
             in zip(rows, set_up, strict=True):
+        raw[(int(run_id), str(path))] = raw.get((int(run_id), str(path)), 0.0) + float(wall_s)
         # the fixtures' setup and memory are the fixtures', not the first file's that used them
         # and the warm-up, where it happened, its worker's (every planned worker starts with it)
         wall = max(0.0, float(wall_s) - fx_s)
@@ -369,13 +371,21 @@ def _files(history: History, run_ids: Sequence[int], last: int,
             a[0] = max(0.0, a[0] - excess)
             s, k = first_by_run.get(key[0], (0.0, 0))
             first_by_run[key[0]] = (s + excess, k + n)
+    # The reference's stalls, taken off the serial run they happened in, from its tests' time as
+    # recorded (a stalled test that set up a fixture there brought the setup the file's time
+    # left out): no more than the reference it is read against then
+    ref_at_most: dict[tuple[int, str], float] = {}
     stalled_by_run: dict[int, tuple[float, int]] = {}
-    for (run_id, _), (excess, n) in stalled.items():
+    for (run_id, path), (excess, n) in stalled.items():
+        a, there = per.get((run_id, path)), raw.get((serial[0], path)) if serial else None
+        if a is None or a[4] or a[5] or there is None:  # not read for the slowdown
+            continue
+        ref_at_most[(run_id, path)] = max(0.0, there - excess)
         s, k = stalled_by_run.get(run_id, (0.0, 0))
         stalled_by_run[run_id] = (s + excess, k + n)
     # with faults modelled, files that touch much memory are priced apart from CPU sharing
     slowdown, by_run = _slowdown(n_of, per, heavy_apart=fault is not None, priors=calibrations, part=part,
-                                 ref_less={key: excess for key, (excess, _) in stalled.items()})
+                                 ref_at_most=ref_at_most)
     by_path: dict[str, list[tuple[int, list[float]]]] = {}
     used: set[int] = set(calibrations)  # read for their workers' start-up, not their files' times
     for (run_id, path), acc in per.items():
@@ -472,8 +482,8 @@ def _first_uses(history: History, calibrations: Sequence[int], serial: Sequence[
     The second is the first turned round. A test that stalled in the serial run (a full
     collection of a heap that holds 50,000 items: one test of 166 took 618 ms there, 6 ms in
     the calibration) makes its file look long, and the calibration runs the longest files
-    first: two such files read x0.44 and x0.58, the slice x1.38 for a whole run's x2.11, and
-    the first plan chose two workers that ran slower than one."""
+    first: two such files read x0.44 and x0.58, the slice x1.28 for a whole run's x2.11, and
+    the first plan chose two workers (72.4 s; one took 65.2 s in the next run)."""
     if not calibrations or not serial:
         return {}, {}
     rows = history.execute(
@@ -861,7 +871,8 @@ def _warm_up(rows: Sequence[Sequence[Any]], kept: Mapping[tuple[int, str], float
 
 def _slowdown(n_of: Mapping[int, int], per: Mapping[tuple[int, str], list[float]],
               heavy_apart: bool = False, priors: Collection[int] = (), part: Collection[int] = (),
-              ref_less: Mapping[tuple[int, str], float] = {}) -> tuple[dict[int, float], dict[int, float]]:
+              ref_at_most: Mapping[tuple[int, str], float] | None = None
+              ) -> tuple[dict[int, float], dict[int, float]]:
     """Worker count -> how much longer a file takes than in a serial run on this machine; and
     run -> that run's own figure (what a calibration says it measured).
 
@@ -876,9 +887,8 @@ def _slowdown(n_of: Mapping[int, int], per: Mapping[tuple[int, str], list[float]
     measured it: on scipy.sparse the slice said 1.77x where whole runs measured 1.55x.
     ``part``: runs of part of the suite (``_part_runs``), read for a count only while a run of
     the whole suite measured it: their files are not the suite's mix side by side (numpy's
-    ``random`` alone read 1.60x, the whole suite 1.33x). ``ref_less``: (calibration run, file)
-    -> seconds of the serial reference that were its stalls there, not the file's time
-    (``_first_uses``).
+    ``random`` alone read 1.60x, the whole suite 1.33x). ``ref_at_most``: (calibration run, file)
+    -> the serial reference without its stalls there (``_first_uses``), where it had some.
     """
     serial: dict[str, list[float]] = {}
     tests: dict[str, float] = {}
@@ -896,7 +906,7 @@ def _slowdown(n_of: Mapping[int, int], per: Mapping[tuple[int, str], list[float]
         # files touching much memory, where faults are modelled: their slowdown is the faults
         # beside them (``fault_cost``), not CPU sharing
         if n >= 2 and path in ref and not acc[4] and not acc[5] and not (heavy_apart and acc[3] >= FAULT_MIN_MB):
-            s = ref[path] - ref_less.get((run_id, path), 0.0)
+            s = min(ref[path], ref_at_most.get((run_id, path), ref[path])) if ref_at_most else ref[path]
             pairs.setdefault(n, {}).setdefault(run_id, []).append((acc[0], s, acc[2]))
     out: dict[int, float] = {}
     by_run: dict[int, float] = {}

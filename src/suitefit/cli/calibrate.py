@@ -141,8 +141,9 @@ def _measured_line(h: History, cfg: Config, run_id: int, workers: int) -> str:
                      f"stalls, such as a first use of what the profile had warm, not contention)")
         ref_s, ref_n = costs.reference_stalls.get(run_id, (0.0, 0))
         if ref_n:
-            took += (f" ({ref_n} of its test(s) stalled in the serial run, {fmt_s(ref_s)} over their time "
-                     f"here, such as a full garbage collection: left out of the files' time alone)")
+            took += (f" ({ref_n} of its test(s) stalled in the serial run, {fmt_s(ref_s)} more than their "
+                     f"time here explains, such as a full garbage collection: left out of the serial time "
+                     f"this is read against)")
         parts.append(took)
     else:
         parts.append(f"too few files ran cleanly to measure how {workers} workers slow each other")

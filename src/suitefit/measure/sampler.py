@@ -268,20 +268,27 @@ class SamplerProcess:
         return s
 
     def stop(self) -> RunPeaks:
-        """End the sampler process (it writes what it holds first) and return the run's peaks."""
+        """End the sampler process (it writes what it holds first) and return the run's peaks.
+        Only from the process that started it: a child forked from that one (a test's) that
+        unwinds through the session's end must not end the parent's sampler."""
+        if os.getpid() != self._cfg.get("parent", os.getpid()):
+            return self.peaks
         p, self._proc = self._proc, None
         if p is not None:
+            stdin, p.stdin = p.stdin, None
+            if stdin is not None:  # the sampler's signal to finish, then EOF (a closed pipe: EOF alone)
+                with contextlib.suppress(OSError, ValueError):
+                    stdin.write(END)
+                    stdin.flush()
+                with contextlib.suppress(OSError, ValueError):
+                    stdin.close()
             if self._reader is not None:
-                with contextlib.suppress(OSError):
-                    assert p.stdin is not None
-                    p.stdin.write(END)  # the sampler's signal to finish, then EOF
-                    p.stdin.close()
                 self._reader.join(timeout=30)
                 if self._reader.is_alive():
                     p.kill()
             else:
-                try:  # communicate writes the sampler's signal to finish, then closes stdin
-                    out, _ = p.communicate(END, timeout=30)
+                try:
+                    out, _ = p.communicate(timeout=30)
                 except subprocess.TimeoutExpired:
                     p.kill()
                     out, _ = p.communicate()
@@ -298,7 +305,7 @@ class SamplerProcess:
                 rc = p.returncode
                 self.ended_early = ("ended early, killed by " if rc is not None and rc < 0
                                     else "ended early, ") + describe_exit(rc)
-            for pipe in (p.stdout, p.stdin):  # the streaming reader's pipe is ours to close
+            for pipe in (p.stdout,):  # the streaming reader's pipe is ours to close
                 if pipe is not None:
                     with contextlib.suppress(OSError):
                         pipe.close()

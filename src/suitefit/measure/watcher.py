@@ -397,7 +397,8 @@ class Watcher:
         self.count += 1
         self.samples.append((self.run_id, round(wall - self.started_wall, 4), total, pss, procs))
         self.peak_rss = max(self.peak_rss, total)
-        self.last_total = total
+        if root_mb > 0:  # a dead session's process reads as nothing: not the tree's last memory
+            self.last_total = total
         self.peak_procs = max(self.peak_procs, procs)
         if pss is not None:
             self.peak_pss = max(self.peak_pss or 0.0, pss)
@@ -479,17 +480,31 @@ class Watcher:
                 next_t = timing.monotonic()
                 delay = 0
             r, _, _ = select.select([stdin_fd], [], [], delay)
-            if r:  # the session's word to end, or an EOF without it: its process died
+            if r:  # the session's word to end, or an EOF without it
                 self.told_to_end = bool(os.read(stdin_fd, 4096))
                 break
-        if not self.told_to_end:  # first: the job's log may be all that survives
-            try:
+        try:
+            if not self.told_to_end and self._orphaned():  # first: the job's log may be all that survives
                 self.read_messages()  # what it last said it runs
                 sys.stderr.write("\n" + self.ended_line() + "\n")
                 sys.stderr.flush()
-            except (OSError, ValueError):
-                pass
-        self.finish()
+        except Exception:  # saying so must not cost what is left to write
+            pass
+        finally:
+            self.finish()
+
+    def _orphaned(self, wait_s: float = 0.2) -> bool:
+        """Whether the session's process died: this process was handed to another parent.
+        The kernel closes a dying process's descriptors (our stdin's EOF) before it hands its
+        children on, so that can lag the EOF a little; an EOF with the parent still there a
+        moment later is its stdin closed by something else (a test closing inherited
+        descriptors), not its death."""
+        until = timing.monotonic() + wait_s
+        while os.getppid() == self.parent:
+            if timing.monotonic() >= until:
+                return False
+            select.select([], [], [], 0.01)
+        return True
 
     def finish(self) -> None:
         self.read_messages()
@@ -519,9 +534,9 @@ class Watcher:
         what = ", ".join(name if worker == "main" else f"{name} ({worker})" for worker, name in running)
         return (f"suitefit: run {self.run_id}: pytest's process (pid {self.parent}) ended before its session "
                 f"did (killed: a signal, a runner's memory limit; or an exit that skipped it)" + (f" while running {what}" if what else "")
-                + (f"; the tree held {fmt_mb(self.last_total)} at the last reading, {fmt_mb(self.peak_rss)} at "
-                   f"its highest" if self.last_total else "")
-                + f"; what was measured is kept in {self.history_path}")
+                + (f"; the tree held {fmt_mb(self.last_total)} at the last reading" if self.last_total else "")
+                + (f", {fmt_mb(self.peak_rss)} at its highest" if self.peak_rss else "")
+                + f"; the sampler process writes what it measured to {self.history_path}")
 
 
 def main(argv: list[str]) -> int:
