@@ -15,7 +15,7 @@ import pytest
 from clihelp import suitefit
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
-from plan_synth import SynthFile, SynthRun, write_history
+from plan_synth import SynthFile, SynthFixture, SynthRun, write_history
 from venvs import OLDEST, make_venv
 
 from suitefit.costs import build_cost_model
@@ -197,19 +197,43 @@ def test_a_stall_in_the_serial_reference_is_not_read_as_a_file_running_faster_be
     # the file's own cost for plans is still what the serial run measured of it
     assert next(f for f in cm.files if f.path == "tests/test_0.py").wall_s == pytest.approx(2.5)
 
-    # with older serial runs that did not stall, the reference (their median) holds no stall
-    # to take off: the stall comes off the run it happened in, never below what the others say
-    # (test_0 at x1.6 here, so that leaving it out would show)
-    there[paths[0]] = SynthFile(paths[0], 1.6, tests=10)
-    serial = SynthRun({"main": paths}, files)
-    db3 = tmp_path / "h3.sqlite"
-    write_history(db3, [serial, serial, serial, SynthRun({"gw0": sliced[::2], "gw1": sliced[1::2]}, there,
-                                                          kind="calibrate", startup_s=2.5)])
-    _stall(db3, 3, 1.5)
-    with History(db3) as h:
+
+def test_a_reference_stall_comes_off_the_run_it_happened_in_and_not_off_a_fixtures_setup(tmp_path: Path) -> None:
+    """With several serial runs the reference is their median: the newest run's stall is
+    taken off that run's time, and the median taken again (never taken off twice, never
+    below what the other runs say). A stall in a file whose fixture setup that run left out
+    of the file's time comes off all the same."""
+    paths = [f"tests/test_{i}.py" for i in range(8)]
+    sliced = paths[:6]
+
+    def serial(first_s: float) -> SynthRun:
+        return SynthRun({"main": paths}, {p: SynthFile(p, first_s if p == paths[0] else 1.0, tests=10) for p in paths})
+
+    there = {p: SynthFile(p, 1.6 if p == paths[0] else 1.3, tests=10) for p in sliced}
+    calibration = SynthRun({"gw0": sliced[::2], "gw1": sliced[1::2]}, there, kind="calibrate", startup_s=2.5)
+    db = tmp_path / "h.sqlite"
+    write_history(db, [serial(1.2), serial(1.3), serial(1.0), calibration])
+    _stall(db, 3, 1.5)  # the newest serial run: test_0 at 2.5 s, its median 1.3 s
+    with History(db) as h:
         cm = build_cost_model(h)
-    assert cm.slowdown == {2: pytest.approx((1.6 + 1.3 * 5) / 6)}
-    assert cm.reference_stalls == {4: (pytest.approx(1.6 - 0.16 / 1.3), 1)}
+    # test_0 against median(1.2, 1.3, 1.0 + 1.5 - 1.48) = 1.2, not 1.3 (no correction) nor 1.02
+    assert cm.slowdown == {2: pytest.approx((1.6 + 1.3 * 5) / (1.2 + 5.0))}
+    assert cm.reference_stalls == {4: (pytest.approx(0.1), 1)}  # what came off the reference
+
+    # the file sets up a 2 s session fixture (left out of its time in both runs), and a test
+    # of it stalled for 1.5 s in the serial run
+    files = {p: SynthFile(p, 1.0, tests=10, fixtures=("db",) if p == paths[0] else ()) for p in paths}
+    there = {p: SynthFile(p, 1.3, tests=10, fixtures=files[p].fixtures) for p in sliced}
+    fx = [SynthFixture("db", setup_s=2.0)]
+    db2 = tmp_path / "h2.sqlite"
+    write_history(db2, [SynthRun({"main": paths}, files, fixtures=fx),
+                        SynthRun({"gw0": sliced[::2], "gw1": sliced[1::2]}, there, fixtures=fx, kind="calibrate",
+                                 startup_s=2.5)])
+    _stall(db2, 1, 1.5)
+    with History(db2) as h:
+        cm = build_cost_model(h)
+    assert cm.slowdown[2] == pytest.approx(1.3, rel=0.02)  # against the stalled 2.5 s: x1.04
+    assert cm.reference_stalls[2][1] == 1
 
 
 def test_the_calibrations_line_says_what_it_measured_and_what_plans_use(tmp_path: Path) -> None:

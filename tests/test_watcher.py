@@ -7,6 +7,7 @@ import itertools
 import json
 import os
 import re
+import select
 import signal
 import subprocess
 import sys
@@ -185,22 +186,31 @@ def test_ends_with_the_session_process_and_keeps_what_it_flushed(tmp_path: Path,
     """And says so at once, in one line. With a child forked from the session's process (a
     test's pool) holding the sampler's stdin open, no EOF comes: being orphaned says it."""
     h, run_id = new_history(tmp_path)
-    script = DIES.replace("time.sleep(60)", "os.fork() or time.sleep(30)\ntime.sleep(60)") if forked else DIES
+    fork = "c = os.fork()\nif c == 0:\n    time.sleep(30)\n    os._exit(0)\nprint(c, flush=True)\n"
+    script = DIES.replace("time.sleep(60)", fork + "time.sleep(60)") if forked else DIES
     parent = subprocess.Popen([sys.executable, "-c", script, str(h.path), str(run_id)], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True)
+                              stderr=subprocess.PIPE)
     assert parent.stdout is not None and parent.stderr is not None
     pid = int(parent.stdout.readline())
-    time.sleep(2.6)  # past one flush (every 2 s)
-    parent.send_signal(signal.SIGKILL)
-    parent.wait()
-    said = []
-    t0 = time.monotonic()
-    for line in parent.stderr:  # the sampler process's, as it inherited it
-        if "ended before its session did" in line:
-            said.append(line)
-            break
-    assert time.monotonic() - t0 < 5  # at once, not when the fork ends
-    assert len(said) == 1 and f"run {run_id}: pytest's process (pid {parent.pid})" in said[0], said
+    child = int(parent.stdout.readline()) if forked else None
+    try:
+        time.sleep(2.6)  # past one flush (every 2 s)
+        parent.send_signal(signal.SIGKILL)
+        parent.wait()
+        got = b""
+        deadline = time.monotonic() + 5  # at once, not when the fork ends
+        while b"\n" not in got.partition(b"ended before its session did")[2] and time.monotonic() < deadline:
+            if select.select([parent.stderr], [], [], 0.1)[0]:  # the sampler's, as it inherited it
+                chunk = os.read(parent.stderr.fileno(), 4096)
+                if not chunk:
+                    break
+                got += chunk
+    finally:
+        if child is not None:
+            with contextlib.suppress(OSError):
+                os.kill(child, signal.SIGKILL)
+    said = [line for line in got.decode().splitlines() if "ended before its session did" in line]
+    assert len(said) == 1 and f"run {run_id}: pytest's process (pid {parent.pid})" in said[0], got
     assert re.search(r"the tree held \d+ MiB at the last reading, \d+ MiB at its highest", said[0]), said
     deadline = time.monotonic() + 5
     while proctree.create_time(pid) is not None and time.monotonic() < deadline:

@@ -333,10 +333,11 @@ def _files(history: History, run_ids: Sequence[int], last: int,
     released = _runs_with_releases(history, run_ids)
     reference = next((r for r in serials if r not in part and r not in released), None)
     warmup, kept, warmed = _warm_up(rows, _kept(rows, set_up, released), n_of, reference)
-    raw: dict[tuple[int, str], float] = {}  # (run, path) -> its tests' time as recorded (fixtures' setup in)
+    fx_left: dict[tuple[int, str], float] = {}  # (run, path) -> fixture setup left out of its time
     for (run_id, w, path, _started, wall_s, cpu_s, tests, peak_mb, fork_mb, forks, fork_of, _baseline), (fx_s, fx_mb) \
             in zip(rows, set_up, strict=True):
-        raw[(int(run_id), str(path))] = raw.get((int(run_id), str(path)), 0.0) + float(wall_s)
+        if fx_s:
+            fx_left[(int(run_id), str(path))] = fx_left.get((int(run_id), str(path)), 0.0) + fx_s
         # the fixtures' setup and memory are the fixtures', not the first file's that used them
         # and the warm-up, where it happened, its worker's (every planned worker starts with it)
         wall = max(0.0, float(wall_s) - fx_s)
@@ -371,21 +372,11 @@ def _files(history: History, run_ids: Sequence[int], last: int,
             a[0] = max(0.0, a[0] - excess)
             s, k = first_by_run.get(key[0], (0.0, 0))
             first_by_run[key[0]] = (s + excess, k + n)
-    # The reference's stalls, taken off the serial run they happened in, from its tests' time as
-    # recorded (a stalled test that set up a fixture there brought the setup the file's time
-    # left out): no more than the reference it is read against then
-    ref_at_most: dict[tuple[int, str], float] = {}
-    stalled_by_run: dict[int, tuple[float, int]] = {}
-    for (run_id, path), (excess, n) in stalled.items():
-        a, there = per.get((run_id, path)), raw.get((serial[0], path)) if serial else None
-        if a is None or a[4] or a[5] or there is None:  # not read for the slowdown
-            continue
-        ref_at_most[(run_id, path)] = max(0.0, there - excess)
-        s, k = stalled_by_run.get(run_id, (0.0, 0))
-        stalled_by_run[run_id] = (s + excess, k + n)
+    ref_for, stalled_by_run = _without_stalls(per, n_of, stalled, serial, fx_left,
+                                              heavy=fault is not None)
     # with faults modelled, files that touch much memory are priced apart from CPU sharing
     slowdown, by_run = _slowdown(n_of, per, heavy_apart=fault is not None, priors=calibrations, part=part,
-                                 ref_at_most=ref_at_most)
+                                 ref_for=ref_for)
     by_path: dict[str, list[tuple[int, list[float]]]] = {}
     used: set[int] = set(calibrations)  # read for their workers' start-up, not their files' times
     for (run_id, path), acc in per.items():
@@ -469,15 +460,52 @@ def _files(history: History, run_ids: Sequence[int], last: int,
 # at its serial time: a file slowed evenly, however much, is contention and stays.
 FIRST_USE_X = 2.0
 FIRST_USE_S = 0.005
+_PASSING = "('passed', 'skipped', 'xfailed', 'xpassed')"  # a test's time that is its own
+
+
+def _without_stalls(per: Mapping[tuple[int, str], list[float]], n_of: Mapping[int, int],
+                    stalled: Mapping[tuple[int, str], tuple[float, int, float]], serial: Sequence[int],
+                    fx_left: Mapping[tuple[int, str], float], heavy: bool
+                    ) -> tuple[dict[tuple[int, str], float], dict[int, tuple[float, int]]]:
+    """(calibration run, file) -> the serial reference ``_slowdown`` reads that file against,
+    where the newest serial run's stalls (``_first_uses``) lowered it; and calibration run ->
+    (seconds taken off, tests) for its line.
+
+    The reference is the median over the serial runs (``_slowdown``'s): the newest one's time
+    is replaced by itself less its stalls, and the median taken again, so a stall the other
+    runs outvote is not taken off twice. A stall's part that could be a fixture's setup (up
+    to the setup that test had there, and that run left out of the file's time) was already
+    taken off."""
+    out: dict[tuple[int, str], float] = {}
+    said: dict[int, tuple[float, int]] = {}
+    if not serial or not stalled:
+        return out, said
+    newest = serial[0]
+    refs: dict[str, dict[int, float]] = {}
+    for (r, path), acc in per.items():
+        if n_of.get(r, 0) <= 1 and not acc[4] and not acc[5]:
+            refs.setdefault(path, {})[r] = acc[0]
+    for (run_id, path), (excess, n, setup) in stalled.items():
+        a, there = per.get((run_id, path)), refs.get(path, {})
+        if a is None or a[4] or a[5] or newest not in there or (heavy and a[3] >= FAULT_MIN_MB):
+            continue  # not read for the slowdown, or not against that run
+        took = max(0.0, excess - min(setup, fx_left.get((newest, path), 0.0)))
+        was = median(there.values())
+        now = median({**there, newest: max(0.0, there[newest] - took)}.values())
+        if now < was:
+            out[(run_id, path)] = now
+            s, k = said.get(run_id, (0.0, 0))
+            said[run_id] = (s + was - now, k + n)
+    return out, said
 
 
 def _first_uses(history: History, calibrations: Sequence[int], serial: Sequence[int]
-                ) -> tuple[dict[tuple[int, str], tuple[float, int]], dict[tuple[int, str], tuple[float, int]]]:
+                ) -> tuple[dict[tuple[int, str], tuple[float, int]], dict[tuple[int, str], tuple[float, int, float]]]:
     """One-off stalls on either side of a calibration's comparison, test by test against
     ``serial`` (the runs whose per-test times are the reference): (calibration run, file) ->
     (seconds its tests' first uses took over their serial time, how many tests); and the same
     key -> (seconds the reference's own stalls took over what those tests took in the
-    calibration, at its contention; how many tests).
+    calibration, at its contention; how many tests; their setup time in the reference).
 
     The second is the first turned round. A test that stalled in the serial run (a full
     collection of a heap that holds 50,000 items: one test of 166 took 618 ms there, 6 ms in
@@ -488,32 +516,33 @@ def _first_uses(history: History, calibrations: Sequence[int], serial: Sequence[
         return {}, {}
     rows = history.execute(
         f"SELECT run_id, nodeid, file, wall_s FROM tests WHERE run_id IN ({_q(calibrations)}) "
-        f"AND outcome IN ('passed', 'skipped', 'xfailed', 'xpassed')")
+        f"AND outcome IN {_PASSING}")
     files = sorted({str(r[2]) for r in rows})
-    ref: dict[str, list[float]] = {}
+    ref: dict[str, list[tuple[float, float]]] = {}
     for i in range(0, len(files), 500):  # SQLite's bound on the variables of one statement
         part = files[i:i + 500]
-        for nodeid, wall in history.execute(
-                f"SELECT nodeid, wall_s FROM tests WHERE run_id IN ({_q(serial)}) "
-                f"AND file IN ({','.join('?' * len(part))})", part):
-            ref.setdefault(str(nodeid), []).append(float(wall))
-    by_run: dict[int, list[tuple[str, float, float]]] = {}
+        for nodeid, wall, setup in history.execute(
+                f"SELECT nodeid, wall_s, setup_s FROM tests WHERE run_id IN ({_q(serial)}) "
+                f"AND file IN ({','.join('?' * len(part))}) AND outcome IN {_PASSING}", part):
+            ref.setdefault(str(nodeid), []).append((float(wall), float(setup or 0.0)))
+    by_run: dict[int, list[tuple[str, float, float, float]]] = {}
     for run_id, nodeid, file, wall in rows:
         r = ref.get(str(nodeid))
         if r:
-            by_run.setdefault(int(run_id), []).append((str(file), float(wall), median(r)))
+            by_run.setdefault(int(run_id), []).append((str(file), float(wall), median(w for w, _ in r),
+                                                       median(su for _, su in r)))
     out: dict[tuple[int, str], tuple[float, int]] = {}
-    back: dict[tuple[int, str], tuple[float, int]] = {}
+    back: dict[tuple[int, str], tuple[float, int, float]] = {}
     for run_id, tests in by_run.items():
-        ratio = max(1.0, _weighted_median_ratio([(t, s) for _, t, s in tests]) or 1.0)
+        ratio = max(1.0, _weighted_median_ratio([(t, s) for _, t, s, _ in tests]) or 1.0)
         limit = FIRST_USE_X * ratio
-        for file, t, s in tests:
+        for file, t, s, setup in tests:
             if t > limit * s + FIRST_USE_S:
                 e, n = out.get((run_id, file), (0.0, 0))
                 out[(run_id, file)] = (e + t - s, n + 1)
             elif s > FIRST_USE_X * t / ratio + FIRST_USE_S:
-                e, n = back.get((run_id, file), (0.0, 0))
-                back[(run_id, file)] = (e + s - t / ratio, n + 1)
+                e, n, su = back.get((run_id, file), (0.0, 0, 0.0))
+                back[(run_id, file)] = (e + s - t / ratio, n + 1, su + setup)
     return out, back
 
 
@@ -871,7 +900,7 @@ def _warm_up(rows: Sequence[Sequence[Any]], kept: Mapping[tuple[int, str], float
 
 def _slowdown(n_of: Mapping[int, int], per: Mapping[tuple[int, str], list[float]],
               heavy_apart: bool = False, priors: Collection[int] = (), part: Collection[int] = (),
-              ref_at_most: Mapping[tuple[int, str], float] | None = None
+              ref_for: Mapping[tuple[int, str], float] | None = None
               ) -> tuple[dict[int, float], dict[int, float]]:
     """Worker count -> how much longer a file takes than in a serial run on this machine; and
     run -> that run's own figure (what a calibration says it measured).
@@ -887,8 +916,8 @@ def _slowdown(n_of: Mapping[int, int], per: Mapping[tuple[int, str], list[float]
     measured it: on scipy.sparse the slice said 1.77x where whole runs measured 1.55x.
     ``part``: runs of part of the suite (``_part_runs``), read for a count only while a run of
     the whole suite measured it: their files are not the suite's mix side by side (numpy's
-    ``random`` alone read 1.60x, the whole suite 1.33x). ``ref_at_most``: (calibration run, file)
-    -> the serial reference without its stalls there (``_first_uses``), where it had some.
+    ``random`` alone read 1.60x, the whole suite 1.33x). ``ref_for``: (calibration run, file) ->
+    the serial reference without its stalls (``_without_stalls``), where they lowered it.
     """
     serial: dict[str, list[float]] = {}
     tests: dict[str, float] = {}
@@ -906,7 +935,7 @@ def _slowdown(n_of: Mapping[int, int], per: Mapping[tuple[int, str], list[float]
         # files touching much memory, where faults are modelled: their slowdown is the faults
         # beside them (``fault_cost``), not CPU sharing
         if n >= 2 and path in ref and not acc[4] and not acc[5] and not (heavy_apart and acc[3] >= FAULT_MIN_MB):
-            s = min(ref[path], ref_at_most.get((run_id, path), ref[path])) if ref_at_most else ref[path]
+            s = ref_for.get((run_id, path), ref[path]) if ref_for else ref[path]
             pairs.setdefault(n, {}).setdefault(run_id, []).append((acc[0], s, acc[2]))
     out: dict[int, float] = {}
     by_run: dict[int, float] = {}

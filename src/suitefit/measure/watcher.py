@@ -493,7 +493,7 @@ class Watcher:
         finally:
             self.finish()
 
-    def _orphaned(self, wait_s: float = 0.2) -> bool:
+    def _orphaned(self, wait_s: float = 1.0) -> bool:
         """Whether the session's process died: this process was handed to another parent.
         The kernel closes a dying process's descriptors (our stdin's EOF) before it hands its
         children on, so that can lag the EOF a little; an EOF with the parent still there a
