@@ -170,8 +170,8 @@ def test_a_calibrations_first_uses_are_left_out_of_its_contention_not_an_even_sl
 
 
 def test_a_stall_in_the_serial_reference_is_not_read_as_a_file_running_faster_beside_others(tmp_path: Path) -> None:
-    """The 50,000-test suite: in its serial profile one test of 166 took 618 ms (a full
-    collection of a heap holding every item), 6 ms in the calibration. Its file looked long,
+    """The 50,000-test suite: in its serial profile one test of 166 took 618 ms (most likely a
+    full collection of a heap holding every item), 6 ms in the calibration. Its file looked long,
     so the calibration ran it (longest first), and read x0.58 for it: with a second such file
     the slice said x1.28, the first plan 48 s for two workers that took 72 s."""
     from suitefit.cli.calibrate import _measured_line

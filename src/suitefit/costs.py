@@ -507,9 +507,9 @@ def _first_uses(history: History, calibrations: Sequence[int], serial: Sequence[
     key -> (seconds the reference's own stalls took over what those tests took in the
     calibration, at its contention; how many tests; their setup time in the reference).
 
-    The second is the first turned round. A test that stalled in the serial run (a full
-    collection of a heap that holds 50,000 items: one test of 166 took 618 ms there, 6 ms in
-    the calibration) makes its file look long, and the calibration runs the longest files
+    The second is the first turned round. A test that stalled in the serial run (most likely a
+    full garbage collection of a heap that holds 50,000 items: one test of 166 took 618 ms
+    there, 6 ms in the calibration) makes its file look long, and the calibration runs the longest files
     first: two such files read x0.44 and x0.58, the slice x1.28 for a whole run's x2.11, and
     the first plan chose two workers (72.4 s; one took 65.2 s in the next run)."""
     if not calibrations or not serial:
