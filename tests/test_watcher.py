@@ -230,11 +230,23 @@ def test_stdin_closed_by_another_hand_is_not_read_as_the_sessions_death(tmp_path
     """A test that closes every inherited descriptor closes the sampler's stdin: the sampler
     ends (as before), but the session's process lives on, so nothing is said of its death."""
     h, run_id = new_history(tmp_path)
-    script = DIES.replace("time.sleep(60)", "os.close(sp._proc.stdin.fileno())\ntime.sleep(1.5)\nsp.stop()")
+    # ... and the descriptor number goes to a file opened next: the session's end writes
+    # nothing into it, nor closes it
+    other = tmp_path / "other.txt"
+    script = DIES.replace("time.sleep(60)", f"""fd = sp._proc.stdin.fileno()
+os.close(fd)
+time.sleep(1.5)
+new = os.open({str(other)!r}, os.O_WRONLY | os.O_CREAT)
+os.dup2(new, fd)
+os.close(new)
+sp.stop()
+os.write(fd, b"mine")
+os.close(fd)""")
     res = subprocess.run([sys.executable, "-c", script, str(h.path), str(run_id)], capture_output=True, text=True,
                          timeout=60)
     assert res.returncode == 0, res.stderr
     assert "ended before its session did" not in res.stderr
+    assert other.read_bytes() == b"mine"
 
 
 def test_sigterm_flushes_and_ctrl_c_is_ignored(tmp_path: Path) -> None:

@@ -47,6 +47,18 @@ WATCHER_MAIN = ("from suitefit.measure.watcher import main; rc = main(sys.argv[2
 # the session's process died (``watcher.Watcher.ended_line``)
 END = b"q"
 
+_NOT_OURS: list[Any] = []  # pipe ends whose descriptor was closed under us: never closed again
+
+
+def _identity(fd: int) -> tuple[int, int] | None:
+    """What ``fd`` is (device, inode), or None if it is open no longer."""
+    try:
+        st = os.fstat(fd)
+    except (OSError, ValueError):
+        return None
+    return st.st_dev, st.st_ino
+
+
 # Linux takes no argument longer than 128 KiB (MAX_ARG_STRLEN): a longer path is cut to
 # what the sampler process imports from outside its standard library
 MAX_PATH_ARG = 64 * 1024
@@ -159,6 +171,7 @@ class SamplerProcess:
         }
         self._callbacks: list[Callback] = []
         self._proc: subprocess.Popen[bytes] | None = None
+        self._stdin_id: tuple[int, int] | None = None  # its stdin pipe's (device, inode)
         self._reader: threading.Thread | None = None
         self._page: mmap.mmap | None = None
         self._last: Sample | None = None
@@ -214,6 +227,8 @@ class SamplerProcess:
             self.failed = f"{e.strerror or e}" + (f": {e.filename}" if e.filename else "")
         finally:
             os.close(rfd)  # without the sampler process, the workers' FIFO has no reader: they stay silent
+        if self._proc is not None and self._proc.stdin is not None:
+            self._stdin_id = _identity(self._proc.stdin.fileno())
         if self.stream and self._proc is not None:
             self._reader = threading.Thread(target=self._read_stream, name=READER_THREAD, daemon=True)
             self._reader.start()
@@ -276,7 +291,11 @@ class SamplerProcess:
         p, self._proc = self._proc, None
         if p is not None:
             stdin, p.stdin = p.stdin, None
-            if stdin is not None:  # the sampler's signal to finish, then EOF (a closed pipe: EOF alone)
+            if stdin is not None and _identity(stdin.fileno()) != self._stdin_id:
+                # closed under us (a test closing inherited descriptors), its number perhaps
+                # another file's now: neither written nor closed, ever (kept from the collector)
+                _NOT_OURS.append(stdin)
+            elif stdin is not None:  # the sampler's signal to finish, then EOF
                 with contextlib.suppress(OSError, ValueError):
                     stdin.write(END)
                     stdin.flush()
