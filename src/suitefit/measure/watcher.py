@@ -532,10 +532,13 @@ class Watcher:
         inflight = [(x.worker, x.nodeid) for x in self.journal.snapshot()] if self.journal is not None else []
         running = inflight or [(w.name, w.seg.path) for w in self.workers.values() if w.seg is not None]
         what = ", ".join(name if worker == "main" else f"{name} ({worker})" for worker, name in running)
+        held = [f"{fmt_mb(self.last_total)} at the last reading"] if self.last_total else []
+        if self.peak_rss:
+            held.append(f"{fmt_mb(self.peak_rss)} at its highest")
         return (f"suitefit: run {self.run_id}: pytest's process (pid {self.parent}) ended before its session "
-                f"did (killed: a signal, a runner's memory limit; or an exit that skipped it)" + (f" while running {what}" if what else "")
-                + (f"; the tree held {fmt_mb(self.last_total)} at the last reading" if self.last_total else "")
-                + (f", {fmt_mb(self.peak_rss)} at its highest" if self.peak_rss else "")
+                f"did (killed: a signal, a runner's memory limit; or an exit that skipped it)"
+                + (f" while running {what}" if what else "")
+                + (f"; the tree held {', '.join(held)}" if held else "")
                 + f"; the sampler process writes what it measured to {self.history_path}")
 
 
