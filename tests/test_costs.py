@@ -231,6 +231,35 @@ def test_a_run_that_named_its_paths_does_not_set_the_suites_start_up(tmp_path: P
         assert build_cost_model(h).worker.startup_s == pytest.approx(2.6)
 
 
+def test_a_selection_every_run_makes_is_the_suite_not_part_of_it(tmp_path: Path) -> None:
+    """``addopts = -m "not slow"`` deselects some tests of a few files in every run. Those
+    files' times stay out, but each run ran the suite as configured: read as runs of part of
+    it, numpy's lib and linalg tests never had a whole run, and their plans took the workers'
+    start-up from the calibration alone (17.6 s predicted for 15.8 s)."""
+    files = {p: SynthFile(p, 1.0) for p in ("t/test_a.py", "t/test_b.py", "t/test_c.py", "t/test_d.py")}
+    paths = list(files)
+    two = {"gw0": paths[::2], "gw1": paths[1::2]}
+    write_history(tmp_path / "h.sqlite", [
+        SynthRun(_one_worker(files), files, startup_s=1.5),
+        SynthRun(two, files, kind="calibrate", startup_s=3.0),
+        *(SynthRun(two, files, kind="run", startup_s=2.0) for _ in range(2))])
+    with History(tmp_path / "h.sqlite") as h:
+        for r in h.runs():
+            if r.kind != "calibrate":
+                h.add_partial_files(r.id, ["t/test_a.py"])
+        cm = build_cost_model(h)
+        # the workers of every run: 1.5, 3.0 x2, 2.0 x4 (the calibration's alone: 3.0)
+        assert cm.worker.startup_s == pytest.approx(2.0)
+    # runs that select far fewer tests (-k) are still part of the suite
+    few = {"t/test_a.py": files["t/test_a.py"]}
+    write_history(tmp_path / "k.sqlite", [SynthRun(_one_worker(files), files, startup_s=2.6),
+                                          *(SynthRun(_one_worker(few), few, startup_s=0.4) for _ in range(3))])
+    with History(tmp_path / "k.sqlite") as h:
+        for r in h.runs():
+            h.add_partial_files(r.id, ["t/test_a.py"])
+        assert build_cost_model(h).worker.startup_s == pytest.approx(2.6)
+
+
 def test_runs_of_a_few_files_do_not_push_the_rest_of_the_suite_out_of_the_plan(tmp_path: Path) -> None:
     # A developer runs one file again and again (`pytest --suitefit t/test_a.py`): the window
     # of recent runs fills with it. The suite's other files stay planned, from the newest runs

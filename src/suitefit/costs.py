@@ -1291,14 +1291,27 @@ def _part_runs(history: History, run_ids: Sequence[int], partial: Collection[tup
     collected part of it, and one that selected some tests (``-k``, ``--lf``: ``partial``)
     or left planned files out ran part of it. Their start-up (collection) and end (the
     teardown of what ran) would make the whole suite's look shorter: three ``-k`` runs of
-    networkx took 1.1 s off its prediction. ``most``: ``_most_collected``."""
-    part = {r for r, _ in partial}
+    networkx took 1.1 s off its prediction. ``most``: ``_most_collected``.
+
+    A run that selected some tests still ran the whole suite if it ran as many as the suite
+    runs (``WHOLE_SHARE``): a configuration's own ``addopts = -m "not slow"`` deselects in
+    every run, and numpy's lib and linalg tests under it never had a whole run, so their
+    plans took the workers' start-up from the calibration alone and the controller's at a
+    whole worker's (17.6 s predicted for 15.8 s). Its partial files' times stay out."""
+    selected = {r for r, _ in partial}
+    part: set[int] = set()
     for run_id, meta_text, collected in history.execute(
             f"SELECT id, meta, collected FROM runs WHERE id IN ({_q(run_ids)})"):
         meta = meta_of(meta_text)
-        if meta.get("part_of_plan") or _named_part(meta, collected, most):
+        if (meta.get("part_of_plan") or _named_part(meta, collected, most)
+                or (int(run_id) in selected and not _as_many(collected, most))):
             part.add(int(run_id))
     return part
+
+
+def _as_many(collected: int | None, most: int) -> bool:
+    """Did a run collect (after its selection) about as many tests as the suite runs?"""
+    return bool(collected and most and collected >= WHOLE_SHARE * most)
 
 
 # of the most tests a recent run collected: a command that named paths and collected this
@@ -1380,7 +1393,7 @@ def _named_part(meta: Mapping[str, Any], collected: int | None, most: int) -> bo
     largest recent one (less ``WHOLE_SHARE``'s slack for tests added or removed) is whole."""
     if not meta.get("paths_given"):
         return False
-    return not (collected and most and collected >= WHOLE_SHARE * most)
+    return not _as_many(collected, most)
 
 
 def _without(run_ids: Sequence[int], part: Collection[int]) -> list[int]:
