@@ -250,6 +250,18 @@ def test_a_selection_every_run_makes_is_the_suite_not_part_of_it(tmp_path: Path)
         cm = build_cost_model(h)
         # the workers of every run: 1.5, 3.0 x2, 2.0 x4 (the calibration's alone: 3.0)
         assert cm.worker.startup_s == pytest.approx(2.0)
+    # a compare's side is another configuration: the more tests it ran are not the suite's
+    more = {f"t/test_{i}.py": SynthFile(f"t/test_{i}.py", 1.0) for i in range(9)}
+    write_history(tmp_path / "c.sqlite", [
+        SynthRun(_one_worker(more), more, kind="compare", startup_s=9.0),
+        SynthRun(_one_worker(files), files, startup_s=1.5),
+        SynthRun(two, files, kind="calibrate", startup_s=3.0),
+        *(SynthRun(two, files, kind="run", startup_s=2.0) for _ in range(2))])
+    with History(tmp_path / "c.sqlite") as h:
+        for r in h.runs():
+            if r.kind not in ("calibrate", "compare"):
+                h.add_partial_files(r.id, ["t/test_a.py"])
+        assert build_cost_model(h).worker.startup_s == pytest.approx(2.0)
     # runs that select far fewer tests (-k) are still part of the suite
     few = {"t/test_a.py": files["t/test_a.py"]}
     write_history(tmp_path / "k.sqlite", [SynthRun(_one_worker(files), files, startup_s=2.6),

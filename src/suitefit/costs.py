@@ -331,7 +331,9 @@ def _files(history: History, run_ids: Sequence[int], last: int,
     serials = [r for r in run_ids if n_of.get(r, 0) <= 1 and r not in calibrations]
     serial = serials[:1]
     released = _runs_with_releases(history, run_ids)
-    reference = next((r for r in serials if r not in part and r not in released), None)
+    # (and none that selected tests of a file: its kept memory there is not the file's)
+    selected = {r for r, _ in partial}
+    reference = next((r for r in serials if r not in part and r not in released and r not in selected), None)
     warmup, kept, warmed = _warm_up(rows, _kept(rows, set_up, released), n_of, reference)
     fx_left: dict[tuple[int, str], float] = {}  # (run, path) -> fixture setup left out of its time
     for (run_id, w, path, _started, wall_s, cpu_s, tests, peak_mb, fork_mb, forks, fork_of, _baseline), (fx_s, fx_mb) \
@@ -1324,9 +1326,10 @@ def _most_collected(history: History) -> int:
     finished runs collected, or the newest run of the suite as configured did (no paths named,
     no test selected, no planned file left out), however far back: twenty runs of one file must
     not make that file the suite."""
+    ignored = ",".join("?" * len(IGNORED_KINDS))  # other configurations (a compare's side) are not the suite
     row = history.execute(
         f"SELECT MAX(collected) FROM (SELECT collected FROM runs WHERE status != 'running' "
-        f"ORDER BY id DESC LIMIT {int(WINDOW_RUNS)})")
+        f"AND kind NOT IN ({ignored}) ORDER BY id DESC LIMIT {int(WINDOW_RUNS)})", list(IGNORED_KINDS))
     most = int(row[0][0] or 0) if row else 0
     marks = ",".join("?" * (len(IGNORED_KINDS) + 1))
     rows = history.execute(
