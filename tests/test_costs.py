@@ -262,6 +262,19 @@ def test_a_selection_every_run_makes_is_the_suite_not_part_of_it(tmp_path: Path)
             if r.kind not in ("calibrate", "compare"):
                 h.add_partial_files(r.id, ["t/test_a.py"])
         assert build_cost_model(h).worker.startup_s == pytest.approx(2.0)
+    # twenty-one runs of `-k`, each selecting one file's tests on its command line, after a run
+    # of the suite as configured (its own -m selecting too): the suite is that run's
+    many = [SynthRun(_one_worker(files), files, startup_s=2.6),
+            *(SynthRun(_one_worker({"t/test_a.py": files["t/test_a.py"]}), {"t/test_a.py": files["t/test_a.py"]},
+                       startup_s=0.4) for _ in range(21))]
+    write_history(tmp_path / "m.sqlite", many)
+    with History(tmp_path / "m.sqlite") as h:
+        for i, r in enumerate(reversed(h.runs())):
+            h.add_partial_files(r.id, ["t/test_a.py"])
+            h.merge_run_meta(r.id, selection_given=i > 0)
+        cm = build_cost_model(h)
+    assert cm.worker.startup_s == pytest.approx(2.6)
+    assert {f.path for f in cm.files} == set(files)  # the suite's other files are still planned
     # runs that select far fewer tests (-k) are still part of the suite
     few = {"t/test_a.py": files["t/test_a.py"]}
     write_history(tmp_path / "k.sqlite", [SynthRun(_one_worker(files), files, startup_s=2.6),
@@ -320,6 +333,34 @@ def test_a_run_is_marked_as_naming_its_paths_only_when_they_are_not_the_suites(t
     with History(hist) as h:
         marked = [bool(r.meta_dict.get("paths_given")) for r in reversed(h.runs())]
     assert marked == [False, False, True, True]
+
+
+def test_a_run_is_marked_as_selecting_tests_only_for_its_command_lines_own_selection(tmp_path: Path) -> None:
+    """The configuration's ``addopts = -m "not slow"`` selects in every run: that is the suite
+    as configured. ``-k``, ``-m``, ``--deselect``, ``--lf`` or a node id on the command line
+    select part of it."""
+    import subprocess
+    import sys
+
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.pytest.ini_options]\ntestpaths = ["tests"]\naddopts = "-m \'not slow\'"\n'
+        'markers = ["slow: slow"]\n')
+    (tmp_path / "tests" / "test_a.py").write_text(
+        "import pytest\ndef test_x(): pass\ndef test_y(): pass\n@pytest.mark.slow\ndef test_z(): pass\n")
+    hist = tmp_path / "h.sqlite"
+    runs = ([], ["-k", "x"], ["-kx"], ["-m", "not slow"], ["--deselect", "tests/test_a.py::test_y"],
+            ["tests/test_a.py::test_x"], ["--maxfail=3"])  # (--lf and --sw need the cache provider)
+    for args in runs:
+        res = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--suitefit",
+                              f"--suitefit-history={hist}", "-n", "0", *args], cwd=tmp_path,
+                             capture_output=True, text=True, timeout=120)
+        assert res.returncode == 0, res.stdout + res.stderr
+    with History(hist) as h:
+        got = [r.meta_dict.get("selection_given") for r in reversed(h.runs())]
+        partial = {r for r, _ in h.partial_files([r.id for r in h.runs()])}
+    assert got == [False, True, True, True, True, True, False]
+    assert 1 in partial  # the configuration's -m deselected test_z in the first run too
 
 
 def test_the_slowdown_is_weighted_by_time_and_leaves_anomalies_out(tmp_path: Path) -> None:

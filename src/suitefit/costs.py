@@ -1324,8 +1324,8 @@ WHOLE_SHARE = 0.9
 def _most_collected(history: History) -> int:
     """The suite's size, as near as the history knows it: the most tests any of the recent
     finished runs collected, or the newest run of the suite as configured did (no paths named,
-    no test selected, no planned file left out), however far back: twenty runs of one file must
-    not make that file the suite."""
+    no test selected on its command line, no planned file left out), however far back: twenty
+    runs of one file, or of ``-k foo``, must not make that the suite."""
     ignored = ",".join("?" * len(IGNORED_KINDS))  # other configurations (a compare's side) are not the suite
     row = history.execute(
         f"SELECT MAX(collected) FROM (SELECT collected FROM runs WHERE status != 'running' "
@@ -1338,7 +1338,10 @@ def _most_collected(history: History) -> int:
     partial = {r for r, _ in history.partial_files([int(r[0]) for r in rows])}
     for rid, meta_text, collected in rows:
         meta = meta_of(meta_text)
-        if not (meta.get("paths_given") or meta.get("part_of_plan") or int(rid) in partial):
+        # a run whose selection was its configuration's (every run makes it) is the suite as
+        # configured; one recorded before that was told apart counts as having selected
+        selected = int(rid) in partial and meta.get("selection_given", True)
+        if not (meta.get("paths_given") or meta.get("part_of_plan") or selected):
             return max(most, int(collected or 0))
     return most
 

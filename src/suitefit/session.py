@@ -52,6 +52,24 @@ def _paths_given(config: pytest.Config) -> bool:
     return named != (default or {os.path.normpath(here)})  # without testpaths: the invocation dir
 
 
+_SELECTING = frozenset({"-k", "-m", "--deselect", "--lf", "--last-failed", "--sw", "--stepwise",
+                        "--sw-skip", "--stepwise-skip"})
+
+
+def _selection_given(config: pytest.Config) -> bool:
+    """Did the command line select tests (``-k``, ``-m``, ``--deselect``, ``--lf``,
+    ``--sw``, a node id)? The configuration's ``addopts`` (``-m "not slow"``) select in every
+    run, so they make no run one of part of the suite; pytest's invocation arguments hold
+    the command's own words only."""
+    for raw in config.invocation_params.args:
+        a = str(raw)
+        if "::" in a or a.split("=", 1)[0] in _SELECTING:
+            return True
+        if not a.startswith("--") and a[:2] in ("-k", "-m"):  # -kEXPR, -mMARK
+            return True
+    return False
+
+
 def _versions() -> dict[str, str | None]:
     try:
         import xdist
@@ -497,8 +515,12 @@ def _configure_controller(config: pytest.Config) -> None:
     distributed = _is_distributed(config)
     history.update_run(run_id, started=started, threshold_mb=threshold_mb, host=platform.node(),
                        rootdir=str(config.rootpath), **_versions())
+    # part of the suite collected (paths), or selected (``costs._most_collected``): whether
+    # the command's own words did it, not the configuration's, which every run has
+    said = {"selection_given": _selection_given(config)}
     if _paths_given(config):  # part of the suite collected: its start-up and end are not the suite's
-        history.merge_run_meta(run_id, paths_given=True)
+        said["paths_given"] = True
+    history.merge_run_meta(run_id, **said)
     side = RunSide(config, history, run_id, started, threshold_mb, distributed, grace)
     config.stash[RUN_KEY] = side
     config.pluginmanager.register(side, "suitefit-run")
