@@ -338,7 +338,7 @@ def _files(history: History, run_ids: Sequence[int], last: int,
     fx_left: dict[tuple[int, str], float] = {}  # (run, path) -> fixture setup left out of its time
     for (run_id, w, path, _started, wall_s, cpu_s, tests, peak_mb, fork_mb, forks, fork_of, _baseline), (fx_s, fx_mb) \
             in zip(rows, set_up, strict=True):
-        if fx_s:
+        if fx_s and serial and run_id == serial[0]:  # read for that run's stalls only
             fx_left[(int(run_id), str(path))] = fx_left.get((int(run_id), str(path)), 0.0) + fx_s
         # the fixtures' setup and memory are the fixtures', not the first file's that used them
         # and the warm-up, where it happened, its worker's (every planned worker starts with it)
@@ -374,11 +374,11 @@ def _files(history: History, run_ids: Sequence[int], last: int,
             a[0] = max(0.0, a[0] - excess)
             s, k = first_by_run.get(key[0], (0.0, 0))
             first_by_run[key[0]] = (s + excess, k + n)
-    ref_for, stalled_by_run = _without_stalls(per, n_of, stalled, serial, fx_left,
-                                              heavy=fault is not None)
+    serial_times = _serial_times(per, n_of)
+    ref_for, stalled_by_run = _without_stalls(per, serial_times, stalled, serial, fx_left, heavy=fault is not None)
     # with faults modelled, files that touch much memory are priced apart from CPU sharing
     slowdown, by_run = _slowdown(n_of, per, heavy_apart=fault is not None, priors=calibrations, part=part,
-                                 ref_for=ref_for)
+                                 ref_for=ref_for, serial_times=serial_times)
     by_path: dict[str, list[tuple[int, list[float]]]] = {}
     used: set[int] = set(calibrations)  # read for their workers' start-up, not their files' times
     for (run_id, path), acc in per.items():
@@ -465,7 +465,18 @@ FIRST_USE_S = 0.005
 _PASSING = "('passed', 'skipped', 'xfailed', 'xpassed')"  # a test's time that is its own
 
 
-def _without_stalls(per: Mapping[tuple[int, str], list[float]], n_of: Mapping[int, int],
+def _serial_times(per: Mapping[tuple[int, str], list[float]], n_of: Mapping[int, int]
+                  ) -> dict[str, dict[int, float]]:
+    """path -> serial run -> its time there: the runs a file's serial reference is the median
+    of (one process, the whole file, none of its tests failed)."""
+    out: dict[str, dict[int, float]] = {}
+    for (r, path), acc in per.items():
+        if n_of.get(r, 0) <= 1 and not acc[4] and not acc[5]:
+            out.setdefault(path, {})[r] = acc[0]
+    return out
+
+
+def _without_stalls(per: Mapping[tuple[int, str], list[float]], refs: Mapping[str, Mapping[int, float]],
                     stalled: Mapping[tuple[int, str], tuple[float, int, float]], serial: Sequence[int],
                     fx_left: Mapping[tuple[int, str], float], heavy: bool
                     ) -> tuple[dict[tuple[int, str], float], dict[int, tuple[float, int]]]:
@@ -483,10 +494,6 @@ def _without_stalls(per: Mapping[tuple[int, str], list[float]], n_of: Mapping[in
     if not serial or not stalled:
         return out, said
     newest = serial[0]
-    refs: dict[str, dict[int, float]] = {}
-    for (r, path), acc in per.items():
-        if n_of.get(r, 0) <= 1 and not acc[4] and not acc[5]:
-            refs.setdefault(path, {})[r] = acc[0]
     for (run_id, path), (excess, n, setup) in stalled.items():
         a, there = per.get((run_id, path)), refs.get(path, {})
         if a is None or a[4] or a[5] or newest not in there or (heavy and a[3] >= FAULT_MIN_MB):
@@ -902,7 +909,8 @@ def _warm_up(rows: Sequence[Sequence[Any]], kept: Mapping[tuple[int, str], float
 
 def _slowdown(n_of: Mapping[int, int], per: Mapping[tuple[int, str], list[float]],
               heavy_apart: bool = False, priors: Collection[int] = (), part: Collection[int] = (),
-              ref_for: Mapping[tuple[int, str], float] | None = None
+              ref_for: Mapping[tuple[int, str], float] | None = None,
+              serial_times: Mapping[str, Mapping[int, float]] | None = None
               ) -> tuple[dict[int, float], dict[int, float]]:
     """Worker count -> how much longer a file takes than in a serial run on this machine; and
     run -> that run's own figure (what a calibration says it measured).
@@ -919,15 +927,12 @@ def _slowdown(n_of: Mapping[int, int], per: Mapping[tuple[int, str], list[float]
     ``part``: runs of part of the suite (``_part_runs``), read for a count only while a run of
     the whole suite measured it: their files are not the suite's mix side by side (numpy's
     ``random`` alone read 1.60x, the whole suite 1.33x). ``ref_for``: (calibration run, file) ->
-    the serial reference without its stalls (``_without_stalls``), where they lowered it.
+    the serial reference without its stalls (``_without_stalls``), where they lowered it;
+    ``serial_times``: ``_serial_times(per, n_of)``, where the caller has it.
     """
-    serial: dict[str, list[float]] = {}
-    tests: dict[str, float] = {}
-    for (run_id, path), acc in per.items():
-        if n_of.get(run_id, 0) <= 1 and not acc[4] and not acc[5]:
-            serial.setdefault(path, []).append(acc[0])
-            tests[path] = max(tests.get(path, 0.0), acc[2])
-    ref = {p: median(v) for p, v in serial.items()}
+    serial = _serial_times(per, n_of) if serial_times is None else serial_times
+    tests = {p: max(per[(r, p)][2] for r in runs) for p, runs in serial.items()}
+    ref = {p: median(v.values()) for p, v in serial.items()}
     work = sum(ref.values())
     suite_rate = sum(tests.values()) / work if work > 0 else 0.0  # tests a serial second
     # n -> run -> (time there, serial time, tests)

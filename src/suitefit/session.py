@@ -502,25 +502,25 @@ def _configure_controller(config: pytest.Config) -> None:
     history = History(path)
     started = timing.wall()
     run_id = config.getoption("suitefit_run_id")
+    # part of the suite collected (paths), or selected (``costs._most_collected``): whether
+    # the command's own words did it, not the configuration's, which every run has
+    said: dict[str, bool] = {"selection_given": _selection_given(config)}
+    if _paths_given(config):  # part of the suite collected: its start-up and end are not the suite's
+        said["paths_given"] = True
     if run_id is None:
         from suitefit.measure.proctree import create_time
 
         run_id = history.new_run(config.getoption("suitefit_kind"), started=started,
                                  argv=sys.argv[1:], cwd=os.getcwd(), rootdir=str(config.rootpath),
-                                 meta={"pid": os.getpid(), "pid_started": create_time()})
+                                 meta={"pid": os.getpid(), "pid_started": create_time(), **said})
     else:
         history.run(run_id)  # must exist
+        history.merge_run_meta(run_id, **said)  # a verb's run, made before pytest's arguments were read
     threshold = config.getoption("suitefit_threshold")
     threshold_mb = parse_size_mb(threshold, "--suitefit-threshold") if threshold else _default_threshold(config)
     distributed = _is_distributed(config)
     history.update_run(run_id, started=started, threshold_mb=threshold_mb, host=platform.node(),
                        rootdir=str(config.rootpath), **_versions())
-    # part of the suite collected (paths), or selected (``costs._most_collected``): whether
-    # the command's own words did it, not the configuration's, which every run has
-    said = {"selection_given": _selection_given(config)}
-    if _paths_given(config):  # part of the suite collected: its start-up and end are not the suite's
-        said["paths_given"] = True
-    history.merge_run_meta(run_id, **said)
     side = RunSide(config, history, run_id, started, threshold_mb, distributed, grace)
     config.stash[RUN_KEY] = side
     config.pluginmanager.register(side, "suitefit-run")
