@@ -673,7 +673,21 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def test_a_worker_ended_to_make_room_is_gone_before_the_unit_it_made_room_for(tmp_path: Path) -> None:
+GW1_ARRIVES = {
+    # gw1 comes up after gw0 has run the small file: the hog must wait for it and end one of
+    # them, not run "alone, over the budget" beside a worker that is still starting (it did,
+    # when the machine was loaded enough to start gw1 0.3 s late)
+    "late": "time.sleep(2)",
+    # gw1 dies before it is ready: xdist never hands it to the scheduler, so without word of
+    # it the hog waited for it forever. (Once it is down the hog fits at once, or xdist's
+    # replacement comes up first and one of the two ends: either way, inside the budget.)
+    "dies": "os._exit(3)",
+}
+
+
+@pytest.mark.parametrize("gw1", [None, *GW1_ARRIVES])
+def test_a_worker_ended_to_make_room_is_gone_before_the_unit_it_made_room_for(tmp_path: Path,
+                                                                              gw1: str | None) -> None:
     # xdist keeps a finished worker's process (and its memory) until the session ends. When
     # the core ends a worker so that a hog fits beside the rest, that process must be gone
     # before the hog starts, or the room the plan counted on is not there.
@@ -687,6 +701,10 @@ def test_a_worker_ended_to_make_room_is_gone_before_the_unit_it_made_room_for(tm
             record("hog::" + str(len(alive)))
         """
     write_suite(tmp_path, {"test_hog.py": hog, "test_s.py": plain_file("s", n=3, sleep=0.1)})
+    if gw1 is not None:  # in its configure: before it is ready, let alone collected
+        (tmp_path / "tests" / "conftest.py").write_text(
+            "import os, time\ndef pytest_configure(config):\n"
+            f"    if os.environ.get('PYTEST_XDIST_WORKER') == 'gw1':\n        {GW1_ARRIVES[gw1]}\n")
     # predicted: 150 MiB per process; 650 MiB holds the controller, one worker and the hog,
     # not a second worker too
     plan = Plan(workers=2, units=(Unit("tests/test_s.py", ("tests/test_s.py",), 0.3, 5.0),
@@ -695,11 +713,15 @@ def test_a_worker_ended_to_make_room_is_gone_before_the_unit_it_made_room_for(tm
                 reasons=("hand-written for a test",), baseline_mb=150.0, fixed_mb=150.0)
     p = tmp_path / "plan.json"
     p.write_text(json.dumps(plan.to_json()))
-    res, _ = run_planned(tmp_path, p, "-n", "2")
-    assert res.returncode == 0, res.stdout + res.stderr
+    res, _ = run_planned(tmp_path, p, "-n", "2", timeout=60)
+    assert res.returncode == (1 if gw1 == "dies" else 0), res.stdout + res.stderr
     with History(tmp_path / "h.sqlite") as h:
         run = h.runs(limit=1)[0]
         shut = [e for e in h.events(run.id, "sched_shutdown") if "room" in e.detail_dict.get("reason", "")]
-    assert shut, "the core did not end a worker to make room"
+        over = h.events(run.id, "sched_over-budget")
+    assert not over, [e.detail_dict for e in over]
     (alive,) = [r["test"].split("::")[1] for r in where(tmp_path) if r["test"].startswith("hog::")]
+    if gw1 == "dies":
+        return
+    assert shut, "the core did not end a worker to make room"
     assert alive == "1", f"{alive} worker processes alive while the hog ran"

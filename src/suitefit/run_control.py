@@ -150,6 +150,8 @@ class RunControl:
 
     @pytest.hookimpl(optionalhook=True, tryfirst=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        if self.sched is not None:
+            self.sched.down_before_ready(node)
         if not error:
             return
         wid = node.gateway.id

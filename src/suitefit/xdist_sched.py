@@ -272,6 +272,15 @@ class SuitefitScheduling:
         if len(pending) > 2:
             node.send_steal(self._to_node(node, pending[2:]))  # the worker answers with `unscheduled`
 
+    def down_before_ready(self, node: Any) -> None:
+        """``node`` ended before it was ready (xdist's ``pytest_testnodedown``; ``remove_node``
+        is asked only of nodes that were): the core counted it as coming, and a worker may be
+        waiting for it to come up and make room. Its place is free now."""
+        if node in self.node2pending:
+            return
+        self.core.worker_down(node.gateway.id)
+        self._ask_waiting()
+
     def remove_node(self, node: Any) -> str | None:
         if node in self._shutdown and self.core.pending:
             self._end_process(node)

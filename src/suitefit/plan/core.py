@@ -367,6 +367,7 @@ class Core:
         self._leaving: tuple[str, ...] = ()  # of those, the ones the last sample still read
         self._total = self.fixed_mb  # predicted tree: fixed + per worker baseline + peak
         self._coming: set[str] = set()  # workers expected, not up yet: their baselines are in ``_total``
+        self._unasked: set[str] = set()  # workers up that have not asked yet (the simulation's, at its start)
         self._blocked: _Slot | None = None  # the first unit in order waiting for memory
         self._backfill: dict[str, float] = {}  # units started beside it -> own memory
         self._stopped = False
@@ -482,6 +483,7 @@ class Core:
         if name not in self._workers:
             w = _Worker(name)
             self._workers[name] = w
+            self._unasked.add(name)
             if name in self._coming:  # its baseline was counted when it was expected
                 self._coming.discard(name)
             else:
@@ -627,6 +629,7 @@ class Core:
         dropped like the pending units); the runner puts them back with ``requeue``."""
         w = self._workers.pop(name, None)
         self._cheap.pop(name, None)
+        self._unasked.discard(name)
         self._busy.discard(name)
         self._gone.add(name)
         if w is None:
@@ -668,6 +671,7 @@ class Core:
         waiting worker: those decisions name that worker.
         """
         self.worker_up(name)
+        self._unasked.discard(name)
         w = self._workers[name]
         if w.closing or w.splitting is not None:
             return []
@@ -1016,7 +1020,12 @@ class Core:
         head = self._head_slot()
         assert head is not None
         budget = self.budget_mb
-        others = self.busy_besides(w.name)
+        # a worker still starting (or up and about to ask) is not idle: its baseline is
+        # counted, and once it asks its end can make room. Waiting for it is not waiting
+        # forever; deciding without it sent a hog "alone, over the budget" beside a second
+        # worker that came up 0.3 s later
+        starting = sorted(self._coming | (self._unasked - {w.name}))
+        others = self.busy_besides(w.name) or bool(starting)
         # list scheduling by availability: a worker still holding a long test leaves the
         # long units to a worker that will be free sooner
         if w.holding and self._pending > 1 and len(self._workers) > 1:
@@ -1064,8 +1073,9 @@ class Core:
                 return s, (f"fits: tree {fmt_mb(total)} of {fmt_mb(budget)}; {head.unit.name} "
                            f"does not fit now"), False, w, False
         if others:  # (nothing above changed what ``_fits`` reads)
+            why = "" if self.busy_besides(w.name) else f" ({', '.join(starting)} still starting)"
             return None, (f"nothing pending fits: {head.unit.name} would take the tree to "
-                          f"{fmt_mb(head_total)} of {fmt_mb(budget)}"), False, w, False
+                          f"{fmt_mb(head_total)} of {fmt_mb(budget)}{why}"), False, w, False
         # nobody else runs a test: waiting would wait forever. The least harmful (worker,
         # unit) among this worker and the others waiting goes; it may be another worker's
         # (a unit that adds nothing queued behind what that one holds)
