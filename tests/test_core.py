@@ -316,6 +316,29 @@ def test_core_respects_the_budget_when_every_unit_fits(sc: dict) -> None:
     assert peak <= sc["budget"] + 1e-6
 
 
+def test_a_unit_that_does_not_fit_beside_a_worker_still_starting_waits_for_it() -> None:
+    # 150 MiB a process: the controller, one worker and the hog fit 650 MiB, a second worker
+    # does not. gw0 finishes the small unit while gw1 still starts: the hog went "alone, over
+    # the budget" beside it; now gw0 waits, and once gw1 is up one of them ends for the hog.
+    units = [Unit("s", ("tests/test_s.py",), 0.3, 5.0), Unit("hog", ("tests/test_hog.py",), 0.1, 260.0)]
+    core = Core(units, [], budget_mb=650, baseline_mb=150.0, fixed_mb=150.0)
+    core.expect(["gw0", "gw1"])
+    (d,) = core.want("gw0", 0.0)
+    assert isinstance(d, Send) and d.unit.name == "s"
+    core.started("gw0", "s", 0.0)
+    ds = core.want("gw0", 0.2, holding=True)  # its last test held, it asks for the next
+    assert ds and all(isinstance(x, Wait) for x in ds), ds
+    assert "still starting" in ds[0].reason
+    ds = core.want("gw1", 0.5)
+    (shut,) = [x for x in ds if isinstance(x, Shutdown)]
+    assert "to make room" in shut.reason
+    core.done("gw0", "s", 0.6)
+    core.worker_down(shut.worker)
+    other = ({"gw0", "gw1"} - {shut.worker}).pop()
+    (send,) = [x for x in core.want(other, 0.7) if isinstance(x, Send)]
+    assert send.unit.name == "hog" and not send.over_budget
+
+
 @SETTINGS
 @given(scenarios())
 def test_a_unit_that_fits_beside_one_worker_never_goes_over_the_budget(sc: dict) -> None:

@@ -45,6 +45,7 @@ class RunControl:
         self.worker_kids: dict[str, tuple[int, ...]] = {}  # the processes under each worker, last seen
         self.worker_mb: dict[str, float] = {}
         self.sched: Any = None
+        self.gateways: list[str] = []  # the workers xdist started before the scheduler was made
         self.dead: list[dict[str, Any]] = []
         self._release_board: ReleaseBoard | None = None
         sampler.subscribe(self._on_sample)
@@ -131,7 +132,8 @@ class RunControl:
         numnodes = len(config.getoption("tx") or ())
         self.sched = SuitefitScheduling(config, log, self.plan, numnodes=numnodes, live=self.live,
                                         journal=self.journal, on_decision=self._decision,
-                                        releases=self.release_board() if self.plan.releasable else None)
+                                        releases=self.release_board() if self.plan.releasable else None,
+                                        names=self.gateways)
         _no_status_over_tests(config, self.sched)
         return self.sched
 
@@ -144,6 +146,13 @@ class RunControl:
             self.say(f"suitefit: warning: {unit} {reason}")
 
     @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_newgateway(self, gateway: Any) -> None:
+        if self.sched is None:
+            self.gateways.append(gateway.id)
+        else:
+            self.sched.coming(gateway.id)
+
+    @pytest.hookimpl(optionalhook=True)
     def pytest_testnodeready(self, node: Any) -> None:
         with contextlib.suppress(Exception):
             self.worker_pids[node.gateway.id] = int(node.gateway._io.popen.pid)
@@ -151,7 +160,7 @@ class RunControl:
     @pytest.hookimpl(optionalhook=True, tryfirst=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
         if self.sched is not None:
-            self.sched.down_before_ready(node)
+            self.sched.node_down(node, died=bool(error))
         if not error:
             return
         wid = node.gateway.id

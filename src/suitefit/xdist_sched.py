@@ -84,7 +84,7 @@ class _Assigned:
 class SuitefitScheduling:
     def __init__(self, config: Any, log: Any, plan: Plan, *, numnodes: int, live: LiveMemory,
                  journal: Journal | None = None, on_decision: DecisionSink | None = None,
-                 releases: ReleasePoster | None = None) -> None:
+                 releases: ReleasePoster | None = None, names: Sequence[str] = ()) -> None:
         self.config = config
         self.log = log
         self.plan = plan
@@ -97,9 +97,11 @@ class SuitefitScheduling:
                          baseline_mb=plan.baseline_mb, fixed_mb=plan.fixed_mb,
                          releasable=plan.releasable if releases is not None else (),
                          slow=plan.slow, spread_mb=plan.spread_mb, limit_mb=plan.budget.memory_mb)
-        # xdist names the workers of ``-n N`` gw0..gw{N-1}; each is up in the core once it has
-        # collected (its first ``want``), its baseline counted from the start
-        self.core.expect(f"gw{i}" for i in range(numnodes))
+        # the workers' gateways (``names``, as xdist started them; else ``-n N``'s gw0..gw{N-1}):
+        # each is up in the core once it has collected (its first ``want``), its baseline
+        # counted from the start
+        self.core.expect(names or [f"gw{i}" for i in range(numnodes)])
+        self._replacing = 0  # workers died, their replacements not started yet (``dying``)
         self._t0 = timing.monotonic()
         self.node2collection: dict[Any, list[str]] = {}
         self.node2pending: dict[Any, list[int]] = {}
@@ -272,13 +274,25 @@ class SuitefitScheduling:
         if len(pending) > 2:
             node.send_steal(self._to_node(node, pending[2:]))  # the worker answers with `unscheduled`
 
-    def down_before_ready(self, node: Any) -> None:
-        """``node`` ended before it was ready (xdist's ``pytest_testnodedown``; ``remove_node``
-        is asked only of nodes that were): the core counted it as coming, and a worker may be
-        waiting for it to come up and make room. Its place is free now."""
+    def node_down(self, node: Any, died: bool) -> None:
+        """xdist's ``pytest_testnodedown``, before its ``remove_node``. A worker that ``died``
+        is replaced (xdist starts another unless its restarts are used up, and then the run
+        ends): until the replacement has started (``coming``), nothing is sent, or what fits
+        now would not beside it. A worker that ended before it was ready never reaches
+        ``remove_node``: the core counted it as coming, and a worker may wait for it to come
+        up and make room. Its place is free now."""
+        if died:
+            self._replacing += 1
         if node in self.node2pending:
             return
         self.core.worker_down(node.gateway.id)
+        self._ask_waiting()
+
+    def coming(self, name: str) -> None:
+        """xdist started the worker ``name`` after the scheduler was made (one in place of a
+        dead one): its baseline counts from now, and what waited for its start is asked."""
+        self.core.expect([name])
+        self._replacing = max(0, self._replacing - 1)
         self._ask_waiting()
 
     def remove_node(self, node: Any) -> str | None:
@@ -393,6 +407,8 @@ class SuitefitScheduling:
             self._ask(node)
 
     def _ask_waiting(self) -> None:
+        if self._replacing:  # a replacement is starting: its baseline is not counted yet
+            return
         for wid in self.core.waiting():
             node = self._by_id.get(wid)
             if node is not None:
