@@ -1024,7 +1024,7 @@ class Core:
         # counted, and once it asks its end can make room. Waiting for it is not waiting
         # forever; deciding without it sent a hog "alone, over the budget" beside a second
         # worker that came up 0.3 s later
-        starting = bool(self._coming) or bool(self._unasked - {w.name})
+        starting = bool(self._coming) or len(self._unasked) > (w.name in self._unasked)
         others = self.busy_besides(w.name) or starting
         # list scheduling by availability: a worker still holding a long test leaves the
         # long units to a worker that will be free sooner
