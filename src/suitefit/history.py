@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from suitefit.errors import SuitefitError
-from suitefit.historydb import FILE_COLUMNS, SAMPLE_COLUMNS, TEST_COLUMNS, HistoryDB
+from suitefit.historydb import FILE_COLUMNS, SAMPLE_COLUMNS, TEST_COLUMNS, HistoryDB, deferrable
 from suitefit.historydb import SCHEMA_VERSION as SCHEMA_VERSION  # re-exported
 from suitefit.historydb import HistoryCorrupt as HistoryCorrupt  # re-exported
 
@@ -301,6 +301,7 @@ class History(HistoryDB):
             assert cur.lastrowid is not None
             return int(cur.lastrowid)
 
+    @deferrable
     def update_run(self, run_id: int, **values: Any) -> None:
         if not values:
             return
@@ -316,6 +317,7 @@ class History(HistoryDB):
         with self._tx() as db:
             db.execute(f"UPDATE runs SET {sets} WHERE id = ?", [*values.values(), run_id])
 
+    @deferrable
     def merge_run_meta(self, run_id: int, **meta: Any) -> None:
         """Add keys to a run's meta JSON atomically (several processes may add)."""
         with self._tx() as db:
@@ -400,6 +402,7 @@ class History(HistoryDB):
     def add_fixtures(self, rows: Sequence[FixtureRecord]) -> None:
         self._insert("fixtures", rows)
 
+    @deferrable
     def add_fixture_files(self, run_id: int, pairs: Iterable[tuple[str, str]]) -> None:
         sql = "INSERT OR IGNORE INTO fixture_files (run_id, name, file) VALUES (?, ?, ?)"
         data = [(run_id, n, f) for n, f in pairs]

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import sys
+import time
 
 from suitefit.errors import SuitefitError
 
@@ -24,6 +26,26 @@ if TYPE_CHECKING:
 
 SCHEMA_VERSION = 1
 BUSY_TIMEOUT_S = 10.0
+# In a run (``HistoryDB.defer_refused_writes``), a write the history refuses waits in memory and
+# is tried again this often, then waiting at most RETRY_BUSY_MS for a lock: the tests go on
+RETRY_S = 2.0
+RETRY_BUSY_MS = 100
+# and before any refusal, a run's write waits this long for a lock (not BUSY_TIMEOUT_S): the
+# run's own processes hold it for milliseconds, and a write that waits is not lost
+RUN_BUSY_MS = 1000
+
+
+def deferrable(method: Any) -> Any:
+    """A write that, in a run, waits in memory when the history refuses it (``_write``)."""
+
+    def write(self: HistoryDB, *args: Any, **kw: Any) -> None:
+        if self._waiting is None or self._direct:
+            method(self, *args, **kw)
+        else:
+            self._write(method, args, kw)
+
+    write.__name__, write.__qualname__, write.__doc__ = method.__name__, method.__qualname__, method.__doc__
+    return write
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -241,6 +263,11 @@ class HistoryDB:
                 os.makedirs(folder, exist_ok=True)
         except OSError as e:
             raise SuitefitError(f"cannot create history folder {folder}: {e.strerror}") from None
+        self._waiting: list[tuple[Any, tuple[Any, ...], dict[str, Any]]] | None = None
+        self._direct = False
+        self._retry_at = 0.0
+        self._wait_ms = int(BUSY_TIMEOUT_S * 1000)  # how long a write waits for a lock now
+        self.refused: SuitefitError | None = None  # why writes wait, while they do
         try:
             self._db = sqlite3.connect(filename, timeout=BUSY_TIMEOUT_S, isolation_level=None,
                                        check_same_thread=False)
@@ -259,7 +286,7 @@ class HistoryDB:
         msg = str(e)
         if "locked" in msg or "busy" in msg:
             return SuitefitError(
-                f"history {self.filename} is locked by another process (waited {BUSY_TIMEOUT_S:.0f} s)", 3
+                f"history {self.filename} is locked by another process (waited {self._wait_ms / 1000:g} s)", 3
             )
         if "not a database" in msg or "malformed" in msg or "corrupt" in msg:
             return HistoryCorrupt(
@@ -309,8 +336,79 @@ class HistoryDB:
     def close(self) -> None:
         self._db.close()
 
+    # -- a run's writes, when the history refuses them ------------------------------------------
+
+    def defer_refused_writes(self) -> None:
+        """From now on, a write the history refuses (locked by another process for longer than
+        ``BUSY_TIMEOUT_S``, its disk full or failing) does not raise: it waits in memory, in
+        order with the writes after it, and all are tried again every ``RETRY_S``. For the
+        processes of a run, where a raise in a hook stopped the tests (a history held by
+        another process mid-run ended a passing run at 37 of 116 tests with pytest's internal
+        error). ``write_waiting`` makes the last attempt. The first refusal says one line."""
+        if self._waiting is None:
+            self._waiting = []
+            self._busy_ms(RUN_BUSY_MS)
+
+    def _busy_ms(self, ms: int) -> None:
+        try:
+            self._db.execute(f"PRAGMA busy_timeout = {ms}")
+            self._wait_ms = ms
+        except sqlite3.Error:
+            pass
+
+    def _write(self, method: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> None:
+        assert self._waiting is not None
+        self._waiting.append((method, args, kw))
+        if len(self._waiting) == 1 or time.monotonic() >= self._retry_at:
+            self._try_waiting()
+
+    def _try_waiting(self) -> None:
+        assert self._waiting is not None
+        self._direct = True  # the writes a write makes run as they are
+        try:
+            while self._waiting:
+                method, args, kw = self._waiting[0]
+                method(self, *args, **kw)
+                del self._waiting[0]
+        except SuitefitError as e:
+            first, self.refused = self.refused is None, e
+            if first:
+                self._say(f"suitefit: warning: {e}: this process keeps its records in memory and tries "
+                          f"again every {RETRY_S:.0f} s; the tests go on")
+                self._busy_ms(RETRY_BUSY_MS)
+            self._retry_at = time.monotonic() + RETRY_S
+        finally:
+            self._direct = False
+        if not self._waiting and self.refused is not None:
+            self.refused = None
+            self._busy_ms(RUN_BUSY_MS)
+
+    def write_waiting(self, who: str) -> int:
+        """The last attempt at the writes that wait (``who`` made them: for the line), waiting
+        for a lock as long as any write does. Returns how many were lost; one line says so."""
+        if not self._waiting:
+            return 0
+        self._busy_ms(int(BUSY_TIMEOUT_S * 1000))
+        self._try_waiting()
+        self._busy_ms(RUN_BUSY_MS)
+        lost = len(self._waiting)
+        if lost:
+            self._say(f"suitefit: error: {self.refused}: {lost} write(s) of {who} were not made "
+                      f"(what was written before stays)")
+            self._waiting.clear()
+        return lost
+
+    @staticmethod
+    def _say(line: str) -> None:
+        try:
+            sys.stderr.write(line + "\n")
+            sys.stderr.flush()
+        except (OSError, ValueError):
+            pass
+
     # -- writes of plain rows ----------------------------------------------------------------
 
+    @deferrable
     def insert_rows(self, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]], *,
                     replace: bool = True) -> None:
         """``rows`` (tuples in ``columns``' order) in one transaction; a repeated key replaces
@@ -334,6 +432,7 @@ class HistoryDB:
         """Samples as tuples in ``SAMPLE_COLUMNS`` order (the sampler process's)."""
         self.insert_rows("samples", SAMPLE_COLUMNS, rows)
 
+    @deferrable
     def set_worker_memory(self, run_id: int, worker: str, baseline_mb: float | None,
                           peak_mb: float | None) -> None:
         """The sampler process's part of a worker row (the worker writes the rest first)."""

@@ -377,6 +377,7 @@ class RunSide:
                          controller_mb=round(controller_mb, 1) if controller_mb else None,
                          controller_start_mb=round(self.controller_start_mb, 1) if self.controller_start_mb else None,
                          controller_cpu_s=None if controller_cpu_s is None else round(controller_cpu_s, 3))
+        h.write_waiting(f"run {self.run_id}'s session")
 
     def _tests_s(self, first: float, monotonic_ref_s: float, wall_clock_ref_s: float) -> float:
         """From the first test's start to the last one's end, on the monotonic clock: the stamps'
@@ -398,6 +399,7 @@ class RunSide:
         if not self.distributed and self.finished:
             with contextlib.suppress(Exception):  # the run is recorded; this is one more figure
                 self.history.merge_run_meta(self.run_id, unconfigure_s=round(timing.perf_counter() - t0, 3))
+        self.history.write_waiting(f"run {self.run_id}'s session")  # what waited since finish
 
 
 def write_summary(tr: Any, h: History, run_id: int, top: int = 5) -> None:
@@ -521,6 +523,7 @@ def _configure_controller(config: pytest.Config) -> None:
     distributed = _is_distributed(config)
     history.update_run(run_id, started=started, threshold_mb=threshold_mb, host=platform.node(),
                        rootdir=str(config.rootpath), **_versions())
+    history.defer_refused_writes()  # the run has begun: a refused write must not stop its tests
     side = RunSide(config, history, run_id, started, threshold_mb, distributed, grace)
     config.stash[RUN_KEY] = side
     config.pluginmanager.register(side, "suitefit-run")
@@ -735,6 +738,7 @@ def _configure_worker(config: pytest.Config, workerinput: dict[str, Any]) -> Non
     if run_id is None:
         return
     history = History(workerinput["suitefit_history"])
+    history.defer_refused_writes()
     grace = workerinput.get("suitefit_grace")
     wr = WorkerRecorder(history, int(run_id), str(workerinput["workerid"]),
                         Sender(workerinput.get("suitefit_channel")),
