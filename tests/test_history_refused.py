@@ -35,13 +35,20 @@ def _kinds(path: Path, run_id: int) -> list[str]:
         c.close()
 
 
-def test_a_refused_write_waits_and_is_made_in_order_once_the_history_is_free(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
+def _run(path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[History, int]:
+    """A history with a run begun, its waits shortened (a lock is waited for 50 ms in the run,
+    0.3 s outside it and at its end; a refused write is tried again after 0.2 s)."""
     monkeypatch.setattr(historydb, "RETRY_S", 0.2)
     monkeypatch.setattr(historydb, "RUN_BUSY_MS", 50)
-    path = tmp_path / "h.sqlite"
+    monkeypatch.setattr(historydb, "BUSY_TIMEOUT_S", 0.3)
     h = History(str(path))
-    run_id = h.new_run("profile", started=time.time())
+    return h, h.new_run("profile", started=time.time())
+
+
+def test_a_refused_write_waits_and_is_made_in_order_once_the_history_is_free(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "h.sqlite"
+    h, run_id = _run(path, monkeypatch)
     h.defer_refused_writes()
     holder = _hold(path)
     h.add_event(run_id, time.time(), "first")  # refused: waits, says so once
@@ -71,11 +78,8 @@ def test_a_refused_write_waits_and_is_made_in_order_once_the_history_is_free(
 
 def test_writes_still_refused_at_the_end_are_named_in_one_line(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.setattr(historydb, "RUN_BUSY_MS", 50)
-    monkeypatch.setattr(historydb, "BUSY_TIMEOUT_S", 0.3)
     path = tmp_path / "h.sqlite"
-    h = History(str(path))
-    run_id = h.new_run("profile", started=time.time())
+    h, run_id = _run(path, monkeypatch)
     h.add_event(run_id, time.time(), "before")
     h.defer_refused_writes()
     holder = _hold(path)
