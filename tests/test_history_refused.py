@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sqlite3
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -49,14 +50,14 @@ def test_a_refused_write_waits_and_is_made_in_order_once_the_history_is_free(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "h.sqlite"
     h, run_id = _run(path, monkeypatch)
-    h.defer_refused_writes()
+    h.defer_refused_writes("run 1's test")
     holder = _hold(path)
     h.add_event(run_id, time.time(), "first")  # refused: waits, says so once
     h.update_run(run_id, status="passed")
     h.add_event(run_id, time.time(), "second")
     err = capfd.readouterr().err
     assert err.count("suitefit: warning:") == 1 and "locked by another process" in err, err
-    assert "tries again every" in err
+    assert "run 1's test keeps its records in memory and tries again every" in err
     assert _kinds(path, run_id) == []  # (a reader sees nothing of it yet)
     holder.execute("COMMIT")
     holder.close()
@@ -64,7 +65,7 @@ def test_a_refused_write_waits_and_is_made_in_order_once_the_history_is_free(
     h.add_event(run_id, time.time(), "third")  # the retry is due: all of it, in order
     assert _kinds(path, run_id) == ["first", "second", "third"]
     assert h.run(run_id).status == "passed"
-    assert h.write_waiting("the test") == 0
+    assert h.write_waiting() == 0
     assert capfd.readouterr().err == ""
     # outside a run (a verb's own writes) a refused write is still one error, at once
     other = History(str(path))
@@ -81,12 +82,16 @@ def test_writes_still_refused_at_the_end_are_named_in_one_line(
     path = tmp_path / "h.sqlite"
     h, run_id = _run(path, monkeypatch)
     h.add_event(run_id, time.time(), "before")
-    h.defer_refused_writes()
+    h.defer_refused_writes("run 1's test")
     holder = _hold(path)
     try:
         h.add_event(run_id, time.time(), "lost")
         h.merge_run_meta(run_id, lost=True)
-        assert h.write_waiting("run 1's test") == 2
+        assert h.write_waiting() == 2
+        # the last attempt failed: what comes after is not tried (no more waits), only counted
+        t0 = time.monotonic()
+        h.add_event(run_id, time.time(), "later")
+        assert time.monotonic() - t0 < 0.05
     finally:
         holder.close()
     err = capfd.readouterr().err.splitlines()
@@ -94,7 +99,62 @@ def test_writes_still_refused_at_the_end_are_named_in_one_line(
     assert err[1].startswith("suitefit: error: history ") and "waited 0.3 s" in err[1]
     assert "2 write(s) of run 1's test were not made" in err[1]
     assert _kinds(path, run_id) == ["before"]  # what was written before stays
-    assert h.write_waiting("run 1's test") == 0  # nothing is left to try
+    assert h.write_waiting() == 1  # said once more, for what came after
+    assert h.write_waiting() == 0
+
+
+def test_a_write_refused_for_good_is_dropped_and_the_others_are_made(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "h.sqlite"
+    h, run_id = _run(path, monkeypatch)
+    h.defer_refused_writes("run 1's test")
+    holder = _hold(path)
+    h.add_event(run_id, time.time(), "first")  # waits
+    h.insert_rows("events", ("run_id", "no_such_column"), [(run_id, 1)])  # never can be made
+    h.add_event(run_id, time.time(), "second")
+    holder.close()
+    time.sleep(0.25)
+    h.add_event(run_id, time.time(), "third")
+    assert _kinds(path, run_id) == ["first", "second", "third"]
+    err = capfd.readouterr().err
+    assert "no_such_column" in err and "a write of run 1's test is dropped" in err, err
+    assert h.write_waiting() == 1  # the dropped one, counted at the end
+    # a caller's own mistake is raised to it, and does not stay first in line
+    with pytest.raises(ValueError, match="unknown run fields"):
+        h.update_run(run_id, bogus=1)
+    h.add_event(run_id, time.time(), "fourth")
+    assert _kinds(path, run_id)[-1] == "fourth"
+
+
+def test_two_threads_writing_while_refused_each_write_is_made_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the controller's main loop and the sampler's reader thread (its heartbeat) share one history
+    path = tmp_path / "h.sqlite"
+    h, run_id = _run(path, monkeypatch)
+    h.defer_refused_writes("run 1's test")
+    holder = _hold(path)
+    stop = time.monotonic() + 1.0
+
+    def write(tag: str) -> None:
+        i = 0
+        while time.monotonic() < stop:
+            h.add_event(run_id, time.time(), f"{tag}{i}")
+            i += 1
+            time.sleep(0.003)
+
+    threads = [threading.Thread(target=write, args=(t,)) for t in "ab"]
+    for t in threads:
+        t.start()
+    time.sleep(0.5)
+    holder.close()  # freed while both write
+    for t in threads:
+        t.join()
+    assert h.write_waiting() == 0
+    kinds = _kinds(path, run_id)
+    assert len(kinds) == len(set(kinds)), "a write made twice"
+    for tag in "ab":
+        mine = [int(k[1:]) for k in kinds if k[0] == tag]
+        assert mine == list(range(len(mine))) and mine, f"{tag}: lost or out of order"
 
 
 SUITE = {
@@ -117,8 +177,8 @@ SUITE = {
         from conftest import hold, release
         def test_hold():
             hold()
-        def test_wait():
-            time.sleep(3)
+        def test_wait():  # longer than a write waits for a lock outside a run (10 s)
+            time.sleep(11)
         def test_release():
             release()
         """,
@@ -144,8 +204,9 @@ def test_a_run_whose_history_is_held_mid_run_passes_and_records_everything(tmp_p
     out = res.stdout + res.stderr
     assert res.returncode == 0, out
     assert "15 passed" in out and "INTERNALERROR" not in out and "Traceback" not in out, out
-    assert "locked by another process" in out and "the tests go on" in out, out
-    assert "were not made" not in out, out  # held for 3 s: every write is made once it is free
+    for who in ["sampler process", *(["worker gw0", "worker gw1"] if workers == 2 else ["session"])]:
+        assert f"{who} keeps its records in memory" in out, (who, out)
+    assert "were not made" not in out and "dropped" not in out, out  # every write is made once it is free
     with History(str(history)) as h:
         run = h.runs(limit=1)[0]
         assert (run.status, run.passed) == ("passed", 15)

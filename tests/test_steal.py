@@ -34,7 +34,7 @@ def test_suitefit_runs_closing_line_says_what_the_host_took(tmp_path: Path) -> N
         def first_line(share: float) -> str:
             h.merge_run_meta(rid, host_steal=share)
             out = io.StringIO()
-            RunClose(h, rid, plan, out, None, None).say(0)
+            RunClose(h, rid, plan, out, [], None, None).say(0)
             return out.getvalue().splitlines()[0]
 
         assert "(steal)" not in first_line(0.01)

@@ -12,6 +12,7 @@ write replace, never duplicate. Schema changes bump ``SCHEMA_VERSION`` and add a
 
 from __future__ import annotations
 
+import _thread
 import os
 import sqlite3
 import sys
@@ -32,14 +33,14 @@ RETRY_S = 2.0
 RETRY_BUSY_MS = 100
 # and before any refusal, a run's write waits this long for a lock (not BUSY_TIMEOUT_S): the
 # run's own processes hold it for milliseconds, and a write that waits is not lost
-RUN_BUSY_MS = 1000
+RUN_BUSY_MS = 2000
 
 
 def deferrable(method: Any) -> Any:
     """A write that, in a run, waits in memory when the history refuses it (``_write``)."""
 
     def write(self: HistoryDB, *args: Any, **kw: Any) -> None:
-        if self._waiting is None or self._direct:
+        if self._waiting is None or self._replaying == _thread.get_ident():
             method(self, *args, **kw)
         else:
             self._write(method, args, kw)
@@ -194,6 +195,13 @@ SAMPLE_COLUMNS = ("run_id", "t", "rss_mb", "pss_mb", "procs")
 EVENT_COLUMNS = ("run_id", "t", "kind", "worker", "nodeid", "detail")  # and its own id
 
 
+def _passing(e: SuitefitError) -> SuitefitError:
+    """Mark ``e`` as an error that may pass (a lock another process holds, a disk that fails or
+    fills): a run's write refused so waits (``HistoryDB.defer_refused_writes``)."""
+    e.passing = True  # type: ignore[attr-defined]
+    return e
+
+
 class HistoryCorrupt(SuitefitError):
     """The history file is not a readable SQLite database (truncated, overwritten, half-restored)."""
 
@@ -264,10 +272,15 @@ class HistoryDB:
         except OSError as e:
             raise SuitefitError(f"cannot create history folder {folder}: {e.strerror}") from None
         self._waiting: list[tuple[Any, tuple[Any, ...], dict[str, Any]]] | None = None
-        self._direct = False
+        self._lock = _thread.RLock()  # a run's threads (the sampler's reader) write too
+        self._replaying = -1  # the thread writing what waits: its writes run as they are
         self._retry_at = 0.0
+        self._who = ""  # whose writes these are, for the lines
+        self._lost = 0  # writes given up on (``write_waiting``), or dropped for good
+        self._given_up = False  # the end's last attempt failed: later writes are not tried
         self._wait_ms = int(BUSY_TIMEOUT_S * 1000)  # how long a write waits for a lock now
         self.refused: SuitefitError | None = None  # why writes wait, while they do
+        self._dropped: SuitefitError | None = None  # why a write was dropped, the last time one was
         try:
             self._db = sqlite3.connect(filename, timeout=BUSY_TIMEOUT_S, isolation_level=None,
                                        check_same_thread=False)
@@ -285,15 +298,15 @@ class HistoryDB:
     def _explain(self, e: sqlite3.Error) -> SuitefitError:
         msg = str(e)
         if "locked" in msg or "busy" in msg:
-            return SuitefitError(
+            return _passing(SuitefitError(
                 f"history {self.filename} is locked by another process (waited {self._wait_ms / 1000:g} s)", 3
-            )
+            ))
         if "not a database" in msg or "malformed" in msg or "corrupt" in msg:
             return HistoryCorrupt(
                 f"history {self.filename} is corrupt ({msg}); move it aside to start a new one", 3
             )
-        if "readonly" in msg or "unable to open" in msg or "disk I/O" in msg:
-            return SuitefitError(f"history {self.filename} is not writable ({msg})", 3)
+        if "readonly" in msg or "unable to open" in msg or "disk I/O" in msg or "full" in msg:
+            return _passing(SuitefitError(f"history {self.filename} is not writable ({msg})", 3))
         return SuitefitError(f"history {self.filename}: {msg}", 3)
 
     def _tx(self) -> _Transaction:
@@ -338,15 +351,18 @@ class HistoryDB:
 
     # -- a run's writes, when the history refuses them ------------------------------------------
 
-    def defer_refused_writes(self) -> None:
-        """From now on, a write the history refuses (locked by another process for longer than
-        ``BUSY_TIMEOUT_S``, its disk full or failing) does not raise: it waits in memory, in
-        order with the writes after it, and all are tried again every ``RETRY_S``. For the
-        processes of a run, where a raise in a hook stopped the tests (a history held by
-        another process mid-run ended a passing run at 37 of 116 tests with pytest's internal
-        error). ``write_waiting`` makes the last attempt. The first refusal says one line."""
+    def defer_refused_writes(self, who: str) -> None:
+        """From now on, a write the history refuses for a reason that may pass (locked by
+        another process, its disk full or failing) does not raise: it waits in memory, in order
+        with the writes after it, and all are tried again every ``RETRY_S``. For the processes
+        of a run (``who``: which, for the lines), where a raise in a hook stopped the tests (a
+        history held by another process mid-run ended a passing run at 37 of 116 tests with
+        pytest's internal error). A write refused for good (a constraint, a corrupt file) is
+        dropped; the rest go on. ``write_waiting`` makes the last attempt. The first refusal
+        says one line; so does the end, for what was lost."""
         if self._waiting is None:
             self._waiting = []
+            self._who = who
             self._busy_ms(RUN_BUSY_MS)
 
     def _busy_ms(self, ms: int) -> None:
@@ -357,46 +373,68 @@ class HistoryDB:
             pass
 
     def _write(self, method: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> None:
-        assert self._waiting is not None
-        self._waiting.append((method, args, kw))
-        if len(self._waiting) == 1 or time.monotonic() >= self._retry_at:
-            self._try_waiting()
+        with self._lock:
+            assert self._waiting is not None
+            if self._given_up:
+                self._lost += 1
+                return
+            self._waiting.append((method, args, kw))
+            if len(self._waiting) == 1 or time.monotonic() >= self._retry_at:
+                self._try_waiting()
 
     def _try_waiting(self) -> None:
         assert self._waiting is not None
-        self._direct = True  # the writes a write makes run as they are
+        self._replaying = _thread.get_ident()
         try:
             while self._waiting:
                 method, args, kw = self._waiting[0]
-                method(self, *args, **kw)
+                try:
+                    method(self, *args, **kw)
+                except SuitefitError as e:
+                    if getattr(e, "passing", False):
+                        raise
+                    del self._waiting[0]  # it will never be made: the others still can
+                    self._lost += 1
+                    if self._dropped is None:
+                        self._say(f"suitefit: error: {e}: a write of {self._who} is dropped; the tests go on")
+                    self._dropped = e
+                    continue
+                except BaseException:
+                    del self._waiting[0]  # (a bug's, or an interrupt's): not replayed on every later write
+                    raise
                 del self._waiting[0]
         except SuitefitError as e:
             first, self.refused = self.refused is None, e
             if first:
-                self._say(f"suitefit: warning: {e}: this process keeps its records in memory and tries "
+                self._say(f"suitefit: warning: {e}: {self._who} keeps its records in memory and tries "
                           f"again every {RETRY_S:.0f} s; the tests go on")
                 self._busy_ms(RETRY_BUSY_MS)
             self._retry_at = time.monotonic() + RETRY_S
         finally:
-            self._direct = False
+            self._replaying = -1
         if not self._waiting and self.refused is not None:
             self.refused = None
             self._busy_ms(RUN_BUSY_MS)
 
-    def write_waiting(self, who: str) -> int:
-        """The last attempt at the writes that wait (``who`` made them: for the line), waiting
-        for a lock as long as any write does. Returns how many were lost; one line says so."""
-        if not self._waiting:
-            return 0
-        self._busy_ms(int(BUSY_TIMEOUT_S * 1000))
-        self._try_waiting()
-        self._busy_ms(RUN_BUSY_MS)
-        lost = len(self._waiting)
-        if lost:
-            self._say(f"suitefit: error: {self.refused}: {lost} write(s) of {who} were not made "
-                      f"(what was written before stays)")
+    def write_waiting(self) -> int:
+        """The last attempt at the writes that wait, waiting for a lock as long as any write
+        does; later writes are then not tried. Returns how many writes were lost in all, and
+        says so in one line (once: later calls say only what was lost since)."""
+        with self._lock:
+            if self._waiting is None:
+                return 0
+            if self._waiting and not self._given_up:
+                self._busy_ms(int(BUSY_TIMEOUT_S * 1000))
+                self._try_waiting()
+                self._busy_ms(RUN_BUSY_MS)
+                if self._waiting:
+                    self._given_up = True
+            lost, self._lost = self._lost + len(self._waiting), 0
             self._waiting.clear()
-        return lost
+            if lost:
+                self._say(f"suitefit: error: {self.refused or self._dropped}: {lost} write(s) of {self._who} were not made "
+                          f"(what was written before stays)")
+            return lost
 
     @staticmethod
     def _say(line: str) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import atexit
 import os
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -26,10 +27,13 @@ from suitefit.units import fmt_mb, fmt_s
 
 
 class RunClose:
-    def __init__(self, history: History, run_id: int, plan: Plan, out: TextIO,
+    def __init__(self, history: History, run_id: int, plan: Plan, out: TextIO, dead: Sequence[Mapping[str, Any]],
                  shard_spec: str | None, shard_result: str | None, explain_max: int = 0,
                  explain_s: float = 300.0) -> None:
         self.history = history
+        # the workers that died, as the run control names them (``RunControl.dead``, the same
+        # list): read here, not from the history, where its rows may still wait in memory
+        self.dead = dead
         self.run_id = run_id
         self.plan = plan
         self.out = out
@@ -77,7 +81,7 @@ class RunClose:
             else:
                 self.lines.append(f"suitefit: shard {spec.k}/{spec.n}: {len(data['tests'])} of "
                                   f"{len(data['collected'])} collected tests ran here; result in {out}")
-        if self.history.events(self.run_id, "worker_died") and int(session.exitstatus) == EXIT_OK:
+        if self.dead and int(session.exitstatus) == EXIT_OK:
             session.exitstatus = 1
 
     @staticmethod
@@ -122,18 +126,17 @@ class RunClose:
                   f"budget {fmt_mb(p.budget.memory_mb)}){basis}\n")
         for line in self.lines:
             write(line + "\n")
-        died = h.events(self.run_id, "worker_died")
-        if died:
-            d = died[0]
-            write(f"suitefit: error: run {self.run_id}: worker {d.worker} died ({d.detail_dict.get('exit')}) "
-                  f"while running {d.nodeid}; last measured memory {fmt_mb(d.detail_dict.get('mb'))}\n")
+        if self.dead:
+            d = self.dead[0]
+            write(f"suitefit: error: run {self.run_id}: worker {d['worker']} died ({d['exit']}) "
+                  f"while running {d['test']}; last measured memory {fmt_mb(d['mb'])}\n")
         else:
             problem = explain_exit(exitstatus, run.status)
             if problem:
                 write(f"suitefit: error: run {self.run_id}: {problem}\n")
         # Diagnose only a run that plainly failed: not one the user interrupted, nor one
         # whose worker died (that line says what happened).
-        self.explain_failures(diagnose=exitstatus == EXIT_FAILED and not died)
+        self.explain_failures(diagnose=exitstatus == EXIT_FAILED and not self.dead)
         self.out.flush()
 
     def part_of_plan(self, run: RunRecord) -> str:

@@ -248,8 +248,10 @@ class RunSide:
             wid = node.gateway.id
             self.history.add_event(self.run_id, timing.wall(), "worker_down",
                                    worker=wid, error=str(error))
-            if not self.history.execute("SELECT 1 FROM workers WHERE run_id = ? AND worker = ?",
-                                        [self.run_id, wid]):
+            # the run control's row for it (tryfirst) may be waiting in memory, not readable yet
+            named = self.control is not None and any(d["worker"] == wid for d in self.control.dead)
+            if not named and not self.history.execute("SELECT 1 FROM workers WHERE run_id = ? AND worker = ?",
+                                                      [self.run_id, wid]):
                 from suitefit.history import WorkerRecord
 
                 self.history.upsert_worker(WorkerRecord(self.run_id, wid, None, None, None, None, None,
@@ -377,7 +379,7 @@ class RunSide:
                          controller_mb=round(controller_mb, 1) if controller_mb else None,
                          controller_start_mb=round(self.controller_start_mb, 1) if self.controller_start_mb else None,
                          controller_cpu_s=None if controller_cpu_s is None else round(controller_cpu_s, 3))
-        h.write_waiting(f"run {self.run_id}'s session")
+        h.write_waiting()
 
     def _tests_s(self, first: float, monotonic_ref_s: float, wall_clock_ref_s: float) -> float:
         """From the first test's start to the last one's end, on the monotonic clock: the stamps'
@@ -399,7 +401,7 @@ class RunSide:
         if not self.distributed and self.finished:
             with contextlib.suppress(Exception):  # the run is recorded; this is one more figure
                 self.history.merge_run_meta(self.run_id, unconfigure_s=round(timing.perf_counter() - t0, 3))
-        self.history.write_waiting(f"run {self.run_id}'s session")  # what waited since finish
+        self.history.write_waiting()  # what waited since finish
 
 
 def write_summary(tr: Any, h: History, run_id: int, top: int = 5) -> None:
@@ -523,7 +525,7 @@ def _configure_controller(config: pytest.Config) -> None:
     distributed = _is_distributed(config)
     history.update_run(run_id, started=started, threshold_mb=threshold_mb, host=platform.node(),
                        rootdir=str(config.rootpath), **_versions())
-    history.defer_refused_writes()  # the run has begun: a refused write must not stop its tests
+    history.defer_refused_writes(f"run {run_id}'s session")  # the run has begun: a refused write must not stop its tests
     side = RunSide(config, history, run_id, started, threshold_mb, distributed, grace)
     config.stash[RUN_KEY] = side
     config.pluginmanager.register(side, "suitefit-run")
@@ -544,7 +546,7 @@ def _configure_controller(config: pytest.Config) -> None:
         config.pluginmanager.register(side.control, "suitefit-control")
         from suitefit.run_close import RunClose
 
-        side.closing = RunClose(history, run_id, side.control.plan, side.control.out,
+        side.closing = RunClose(history, run_id, side.control.plan, side.control.out, side.control.dead,
                                 config.getoption("suitefit_shard_spec"), config.getoption("suitefit_shard_result"),
                                 explain_max=int(config.getoption("suitefit_explain")),
                                 explain_s=float(config.getoption("suitefit_explain_s")))
@@ -738,7 +740,7 @@ def _configure_worker(config: pytest.Config, workerinput: dict[str, Any]) -> Non
     if run_id is None:
         return
     history = History(workerinput["suitefit_history"])
-    history.defer_refused_writes()
+    history.defer_refused_writes(f"run {run_id}'s worker {workerinput['workerid']}")
     grace = workerinput.get("suitefit_grace")
     wr = WorkerRecorder(history, int(run_id), str(workerinput["workerid"]),
                         Sender(workerinput.get("suitefit_channel")),

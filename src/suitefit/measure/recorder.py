@@ -597,7 +597,7 @@ class WorkerRecorder:
                          startup, None, None, self._seq, collect_s=self._collect_s,
                          collect_mb=self._collect_mb)
         )
-        self.history.write_waiting(f"run {self.run_id}'s {'tests' if self.worker == 'main' else 'worker ' + self.worker}")
+        self.history.write_waiting()
         self.channel.send("D", self.worker)
         self.channel.close()
         if self._kids_fd is not None:

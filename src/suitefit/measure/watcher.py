@@ -239,7 +239,7 @@ class Watcher:
             from suitefit.historydb import HistoryDB
 
             self._history = HistoryDB(self.history_path)
-            self._history.defer_refused_writes()
+            self._history.defer_refused_writes(f"run {self.run_id}'s sampler process")
         return self._history
 
     # -- the loop --------------------------------------------------------------------------
@@ -519,7 +519,7 @@ class Watcher:
             self.page.close()
         self.tree.close()
         if self._history is not None:
-            self._history.write_waiting(f"run {self.run_id}'s sampler process")
+            self._history.write_waiting()
             self._history.close()
             self._history = None
 
