@@ -223,9 +223,18 @@ class _Transaction:
         return self._h._db
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
+        db = self._h._db
         try:
-            self._h._db.execute("COMMIT" if kind is None else "ROLLBACK")
+            db.execute("COMMIT" if kind is None else "ROLLBACK")
         except sqlite3.Error as e:
+            # a COMMIT that fails (a full disk shows there, in WAL mode) may leave the
+            # transaction open, and with it the write lock: every later write of every process
+            # of the run would be refused
+            if db.in_transaction:
+                try:  # noqa: SIM105 (no contextlib: the sampler process imports this module)
+                    db.execute("ROLLBACK")
+                except sqlite3.Error:
+                    pass
             raise self._h._explain(e) from None
         if isinstance(exc, sqlite3.Error):
             raise self._h._explain(exc) from None
@@ -378,30 +387,37 @@ class HistoryDB:
             if self._given_up:
                 self._lost += 1
                 return
-            self._waiting.append((method, args, kw))
+            entry = (method, args, kw)
+            self._waiting.append(entry)
             if len(self._waiting) == 1 or time.monotonic() >= self._retry_at:
-                self._try_waiting()
+                self._try_waiting(entry)
 
-    def _try_waiting(self) -> None:
+    def _try_waiting(self, own: object = None) -> None:
+        """Make the writes that wait, in order. ``own``: the entry the caller just added. A
+        mistake in it (``update_run``'s unknown field) is the caller's, raised to it; one in
+        an entry queued before is not (it reached a pytest hook as an internal error, or the
+        sampler's reader thread): that write is dropped and said, as one the history refuses
+        for good. An interrupt (KeyboardInterrupt, SystemExit) leaves the queue as it is."""
         assert self._waiting is not None
         self._replaying = _thread.get_ident()
         try:
             while self._waiting:
-                method, args, kw = self._waiting[0]
+                entry = self._waiting[0]
+                method, args, kw = entry
                 try:
                     method(self, *args, **kw)
-                except SuitefitError as e:
+                except Exception as e:
                     if getattr(e, "passing", False):
                         raise
                     del self._waiting[0]  # it will never be made: the others still can
+                    if entry is own and not isinstance(e, SuitefitError):
+                        raise
                     self._lost += 1
+                    why = e if isinstance(e, SuitefitError) else SuitefitError(f"{type(e).__name__}: {e}")
                     if self._dropped is None:
-                        self._say(f"suitefit: error: {e}: a write of {self._who} is dropped; the tests go on")
-                    self._dropped = e
+                        self._say(f"suitefit: error: {why}: a write of {self._who} is dropped; the tests go on")
+                    self._dropped = why
                     continue
-                except BaseException:
-                    del self._waiting[0]  # (a bug's, or an interrupt's): not replayed on every later write
-                    raise
                 del self._waiting[0]
         except SuitefitError as e:
             first, self.refused = self.refused is None, e

@@ -559,7 +559,7 @@ def _configure_controller(config: pytest.Config) -> None:
         wr = WorkerRecorder(history, run_id, MAIN_WORKER, Sender(side.sampler.channel_path),
                             reap_grace_s=grace, announce_tests=side.control is not None,
                             exclude_pids=(side.sampler.pid,) if side.sampler.pid else (),
-                            exact_hwm=side.exact_hwm, after_tests=side.show_done)
+                            exact_hwm=side.exact_hwm, after_tests=side.show_done, final_writes=False)
         config.stash[WORKER_KEY] = wr
         config.pluginmanager.register(wr, "suitefit-worker")
         side.local_worker = wr

@@ -207,6 +207,9 @@ class WorkerRecorder:
     # called with the number of tests done, at most every TICK_S (without xdist: the
     # session's progress line, which then needs no per-test hook or call of its own)
     after_tests: Callable[[int], None] | None = None
+    # the last attempt at writes the history refused is this recorder's (a worker's own
+    # history), not the session's whose history it shares (one process: its final writes come after)
+    final_writes: bool = True
 
     def __post_init__(self) -> None:
         self._seq = 0
@@ -597,7 +600,8 @@ class WorkerRecorder:
                          startup, None, None, self._seq, collect_s=self._collect_s,
                          collect_mb=self._collect_mb)
         )
-        self.history.write_waiting()
+        if self.final_writes:
+            self.history.write_waiting()
         self.channel.send("D", self.worker)
         self.channel.close()
         if self._kids_fd is not None:
