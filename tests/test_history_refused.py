@@ -228,3 +228,26 @@ def test_a_run_whose_history_is_held_mid_run_passes_and_records_everything(tmp_p
         if workers == 2:  # the controller's decisions, refused while held, are there too
             assert h.events(run.id, "sched_send")
 
+
+
+def test_a_full_disk_is_waited_for_at_the_end_as_a_lock_is(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
+    # SQLite's own limit on the file's pages gives the error a full disk gives (SQLITE_FULL),
+    # at once rather than after a wait: the end's last attempt tries again until its time is up
+    path = tmp_path / "h.sqlite"
+    h, run_id = _run(path, monkeypatch)
+    monkeypatch.setattr(historydb, "BUSY_TIMEOUT_S", 3.0)
+    h.defer_refused_writes("run 1's test")
+    pages = h._db.execute("PRAGMA page_count").fetchone()[0]
+    h._db.execute(f"PRAGMA max_page_count = {pages}")
+    rows = [(run_id, f"tests/test_a.py::test_{i}", "tests/test_a.py", "main", i, 0.0, 0.0, 0.001, 0.0,
+             0.001, 0.001, "passed", None) for i in range(2000)]
+    h.add_test_rows(rows)
+    assert "database or disk is full" in capfd.readouterr().err
+    freed = threading.Timer(0.6, lambda: h._db.execute("PRAGMA max_page_count = 1000000"))
+    freed.start()
+    try:
+        assert h.write_waiting() == 0
+    finally:
+        freed.join()
+    assert len(h.tests(run_id)) == 2000

@@ -225,7 +225,10 @@ class _Transaction:
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
         db = self._h._db
         try:
-            db.execute("COMMIT" if kind is None else "ROLLBACK")
+            # (a statement that fails for a full disk has rolled the transaction back itself:
+            # a ROLLBACK then fails, and its error hid the disk's)
+            if kind is None or db.in_transaction:
+                db.execute("COMMIT" if kind is None else "ROLLBACK")
         except sqlite3.Error as e:
             # a COMMIT that fails (a full disk shows there, in WAL mode) may leave the
             # transaction open, and with it the write lock: every later write of every process
@@ -440,8 +443,15 @@ class HistoryDB:
             if self._waiting is None:
                 return 0
             if self._waiting and not self._given_up:
+                deadline = time.monotonic() + BUSY_TIMEOUT_S
                 self._busy_ms(int(BUSY_TIMEOUT_S * 1000))
                 self._try_waiting()
+                # a full disk refuses at once, where a lock is waited for: it may be freed
+                # within the same time (a test's scratch file removed)
+                while self._waiting and (left := deadline - time.monotonic()) > 0:
+                    time.sleep(min(0.25, left))
+                    self._busy_ms(max(1, int((deadline - time.monotonic()) * 1000)))
+                    self._try_waiting()
                 self._busy_ms(RUN_BUSY_MS)
                 if self._waiting:
                     self._given_up = True
