@@ -457,6 +457,38 @@ def test_a_crash_in_a_one_worker_plan_is_named_afterwards(tmp_path: Path) -> Non
     assert killed in html.stdout and "the journal named no test in flight" not in html.stdout
 
 
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_a_job_terminated_as_a_whole_is_named_with_what_it_was_running(tmp_path: Path, workers: str) -> None:
+    # A runner's cancel or timeout (GNU timeout, CI) sends SIGTERM to the whole process group:
+    # pytest's process has no handler and ends at once, and nobody said in what. The sampler
+    # process, terminated with it, says so (a one-worker plan's journal names the test)
+    project(tmp_path)
+    started = tmp_path / "started"
+    (tmp_path / "tests" / "test_z_hangs.py").write_text(
+        "import time\n"
+        f"def test_hangs():\n    open({str(started)!r}, 'w').close()\n    time.sleep(60)\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_ADDOPTS", "PYTEST_XDIST_WORKER",
+                                                             "PYTEST_XDIST_WORKER_COUNT")}
+    job = subprocess.Popen([sys.executable, "-m", "suitefit", "run", "--workers", workers, "--", "-q"],
+                           cwd=tmp_path, env={**env, "WHERE_LOG": str(tmp_path / "w")}, text=True,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        end = time.monotonic() + 60
+        while not started.exists() and time.monotonic() < end and job.poll() is None:
+            time.sleep(0.05)
+        assert started.exists(), job.communicate(timeout=5)
+        time.sleep(0.5)  # (the journal's write interval)
+        os.killpg(job.pid, 15)
+        _, err = job.communicate(timeout=60)
+    finally:
+        if job.poll() is None:
+            os.killpg(job.pid, 9)
+    said = [line for line in err.splitlines() if "ended before its session did" in line]
+    assert len(said) == 1 and "a SIGTERM to the whole job" in said[0], err
+    named = "tests/test_z_hangs.py::test_hangs" if workers == "1" else "tests/test_z_hangs.py ("
+    assert f"while running {named}" in said[0], said
+
+
 def test_a_run_leaves_no_files_beside_the_history(tmp_path: Path) -> None:
     # `suitefit run` hands its plan to pytest in a file and keeps a journal for a run killed
     # mid-test; both are in the history once the run ends. Kept, a CI cache of .suitefit

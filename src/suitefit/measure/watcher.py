@@ -523,7 +523,7 @@ class Watcher:
             self._history.close()
             self._history = None
 
-    def ended_line(self) -> str:
+    def ended_line(self, terminated: bool = False) -> str:
         """One line for the job's log when the session's process died before its end (killed
         by a signal, by a runner's memory limit): it cannot say so itself, and the next
         command's word (``History.settle_abandoned``) comes only if there is a next command on
@@ -537,8 +537,11 @@ class Watcher:
         held = [f"{fmt_mb(self.last_total)} at the last reading"] if self.last_total else []
         if self.peak_rss:
             held.append(f"{fmt_mb(self.peak_rss)} at its highest")
+        how = ("terminated with this sampler process: a SIGTERM to the whole job, such as a runner's cancel "
+               "or timeout" if terminated else
+               "killed: a signal, a runner's memory limit; or an exit that skipped it")
         return (f"suitefit: run {self.run_id}: pytest's process (pid {self.parent}) ended before its session "
-                f"did (killed: a signal, a runner's memory limit; or an exit that skipped it)"
+                f"did ({how})"
                 + (f" while running {what}" if what else "")
                 + (f"; the tree held {', '.join(held)}" if held else "")
                 + f"; the sampler process writes what it measured to {self.history_path}")
@@ -561,7 +564,16 @@ def main(argv: list[str]) -> int:
     w = Watcher(cfg, receiver)
     try:
         w.run(sys.stdin.fileno())
-    except SystemExit:  # SIGTERM: ended on purpose
+    except SystemExit:  # SIGTERM: ended on purpose, or with the whole job (a runner's cancel, `timeout`)
+        try:
+            # SIGTERM to the job's process group ends pytest's process (it has no handler)
+            # and this one together: then nobody else says that the run stopped, or in what
+            if not w.told_to_end and w._orphaned():
+                w.read_messages()
+                sys.stderr.write("\n" + w.ended_line(terminated=True) + "\n")
+                sys.stderr.flush()
+        except Exception:  # saying so must not cost what is left to write
+            pass
         w.finish()
     finally:
         try:
