@@ -477,7 +477,6 @@ def test_a_job_terminated_as_a_whole_is_named_with_what_it_was_running(tmp_path:
         while not started.exists() and time.monotonic() < end and job.poll() is None:
             time.sleep(0.05)
         assert started.exists(), job.communicate(timeout=5)
-        time.sleep(0.5)  # (the journal's write interval)
         os.killpg(job.pid, 15)
         _, err = job.communicate(timeout=60)
     finally:

@@ -34,6 +34,10 @@ RETRY_BUSY_MS = 100
 # and before any refusal, a run's write waits this long for a lock (not BUSY_TIMEOUT_S): the
 # run's own processes hold it for milliseconds, and a write that waits is not lost
 RUN_BUSY_MS = 2000
+# the end's last attempt at writes a full disk refused (at once, where a lock is waited for):
+# tried again for this long, in case the disk is freed (a test's scratch file removed). Each
+# process of the run pays it once, one after another, when the disk stays full
+FULL_RETRY_S = 3.0
 
 
 def deferrable(method: Any) -> Any:
@@ -443,11 +447,10 @@ class HistoryDB:
             if self._waiting is None:
                 return 0
             if self._waiting and not self._given_up:
-                deadline = time.monotonic() + BUSY_TIMEOUT_S
+                deadline = time.monotonic() + min(BUSY_TIMEOUT_S, FULL_RETRY_S)
                 self._busy_ms(int(BUSY_TIMEOUT_S * 1000))
                 self._try_waiting()
-                # a full disk refuses at once, where a lock is waited for: it may be freed
-                # within the same time (a test's scratch file removed)
+                # a full disk refuses at once, where a lock is waited for (``FULL_RETRY_S``)
                 while self._waiting and (left := deadline - time.monotonic()) > 0:
                     time.sleep(min(0.25, left))
                     self._busy_ms(max(1, int((deadline - time.monotonic()) * 1000)))

@@ -192,6 +192,8 @@ class Watcher:
         # the session's word to end (a byte on stdin before its EOF): an EOF without it, or
         # this process orphaned, says the session's process died (``ended_line``)
         self.told_to_end = False
+        self.said_ended = False  # its one line on the session's death is out (``ended_line``)
+        self._finished = False
         self._prev_t: float | None = None
         self._last_flush = timing.monotonic()
         self._history: HistoryDB | None = None
@@ -487,6 +489,7 @@ class Watcher:
         try:
             if not self.told_to_end and self._orphaned():  # first: the job's log may be all that survives
                 self.read_messages()  # what it last said it runs
+                self.said_ended = True
                 sys.stderr.write("\n" + self.ended_line() + "\n")
                 sys.stderr.flush()
         except Exception:  # saying so must not cost what is left to write
@@ -508,6 +511,9 @@ class Watcher:
         return True
 
     def finish(self) -> None:
+        if self._finished:  # (a SIGTERM during the end of ``run``: ``main`` asks again)
+            return
+        self._finished = True
         self.read_messages()
         for w in self.workers.values():
             self._fold_late(w)
@@ -554,6 +560,8 @@ def main(argv: list[str]) -> int:
     stop = {"now": False}
 
     def _term(signum: int, frame: Any) -> None:
+        if stop["now"]:  # once: a second SIGTERM (a supervisor's, passed on) must not cut the last writes
+            return
         stop["now"] = True
         raise SystemExit(0)
 
@@ -568,8 +576,11 @@ def main(argv: list[str]) -> int:
         try:
             # SIGTERM to the job's process group ends pytest's process (it has no handler)
             # and this one together: then nobody else says that the run stopped, or in what
-            if not w.told_to_end and w._orphaned():
+            # (the parent may take a moment to die and be reaped on a loaded machine: up to 3 s,
+            # a wait only a stopped job pays)
+            if not (w.told_to_end or w.said_ended) and w._orphaned(3.0):
                 w.read_messages()
+                w.said_ended = True
                 sys.stderr.write("\n" + w.ended_line(terminated=True) + "\n")
                 sys.stderr.flush()
         except Exception:  # saying so must not cost what is left to write
