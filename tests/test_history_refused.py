@@ -256,3 +256,25 @@ def test_a_full_disk_is_waited_for_at_the_end_as_a_lock_is(
     monkeypatch.setattr(historydb, "time", Clock)
     assert h.write_waiting() == 0
     assert len(h.tests(run_id)) == 2000
+
+
+def test_a_run_whose_rows_were_lost_does_not_read_as_part_of_its_plan(tmp_path: Path) -> None:
+    # with the history held past the run's end, a worker's test rows were lost: the closing
+    # line said "0 of the plan's 20 files ran", and the run was kept out of the predictions
+    import io
+
+    from suitefit.model import Budget, Plan, Unit
+    from suitefit.run_close import RunClose
+
+    (tmp_path / "a.py").write_text("")
+    (tmp_path / "b.py").write_text("")
+    plan = Plan(workers=1, units=(Unit("a.py", ("a.py",), 1.0, 10.0), Unit("b.py", ("b.py",), 1.0, 10.0)),
+                budget=Budget(2048.0, 2), predicted_wall_s=2.0, predicted_peak_mb=100.0, reasons=())
+    with History(str(tmp_path / "h.sqlite")) as h:
+        rid = h.new_run("run", started=time.time(), rootdir=str(tmp_path))
+        h.add_test_rows([(rid, "a.py::test_a", "a.py", "main", 0, 0.0, 0.0, 0.1, 0.0, 0.1, 0.1, "passed", None)])
+        h.update_run(rid, status="passed", exit_code=0, wall_s=2.0, passed=1)
+        close = RunClose(h, rid, plan, io.StringIO(), [], None, None)
+        assert close.part_of_plan(h.run(rid)) == "1 of the plan's 2 files ran"  # b.py was not run
+        h.update_run(rid, passed=2)  # pytest reported two: b.py's row was lost
+        assert close.part_of_plan(h.run(rid)) == ""
