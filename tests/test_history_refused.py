@@ -36,21 +36,24 @@ def _kinds(path: Path, run_id: int) -> list[str]:
         c.close()
 
 
-def _run(path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[History, int]:
-    """A history with a run begun, its waits shortened (a lock is waited for 50 ms in the run,
-    0.3 s outside it and at its end; a refused write is tried again after 0.2 s)."""
+def _run(path: Path, monkeypatch: pytest.MonkeyPatch, *, defer: bool = True) -> tuple[History, int]:
+    """A history with a run begun (``defer``: its refused writes waiting, as a run's process
+    has them), its waits shortened (a lock is waited for 50 ms in the run, 0.3 s outside it
+    and at its end; a refused write is tried again after 0.2 s)."""
     monkeypatch.setattr(historydb, "RETRY_S", 0.2)
     monkeypatch.setattr(historydb, "RUN_BUSY_MS", 50)
     monkeypatch.setattr(historydb, "BUSY_TIMEOUT_S", 0.3)
     h = History(str(path))
-    return h, h.new_run("profile", started=time.time())
+    run_id = h.new_run("profile", started=time.time())
+    if defer:
+        h.defer_refused_writes("run 1's test")
+    return h, run_id
 
 
 def test_a_refused_write_waits_and_is_made_in_order_once_the_history_is_free(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "h.sqlite"
     h, run_id = _run(path, monkeypatch)
-    h.defer_refused_writes("run 1's test")
     holder = _hold(path)
     h.add_event(run_id, time.time(), "first")  # refused: waits, says so once
     h.update_run(run_id, status="passed")
@@ -80,7 +83,7 @@ def test_a_refused_write_waits_and_is_made_in_order_once_the_history_is_free(
 def test_writes_still_refused_at_the_end_are_named_in_one_line(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "h.sqlite"
-    h, run_id = _run(path, monkeypatch)
+    h, run_id = _run(path, monkeypatch, defer=False)
     h.add_event(run_id, time.time(), "before")
     h.defer_refused_writes("run 1's test")
     holder = _hold(path)
@@ -109,7 +112,6 @@ def test_a_write_refused_for_good_is_dropped_and_the_others_are_made(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "h.sqlite"
     h, run_id = _run(path, monkeypatch)
-    h.defer_refused_writes("run 1's test")
     holder = _hold(path)
     h.add_event(run_id, time.time(), "first")  # waits
     h.insert_rows("events", ("run_id", "no_such_column"), [(run_id, 1)])  # never can be made
@@ -144,7 +146,6 @@ def test_two_threads_writing_while_refused_each_write_is_made_once(
     # the controller's main loop and the sampler's reader thread (its heartbeat) share one history
     path = tmp_path / "h.sqlite"
     h, run_id = _run(path, monkeypatch)
-    h.defer_refused_writes("run 1's test")
     holder = _hold(path)
     stop = time.monotonic() + 1.0
 
@@ -237,7 +238,6 @@ def test_a_full_disk_is_waited_for_at_the_end_as_a_lock_is(
     path = tmp_path / "h.sqlite"
     h, run_id = _run(path, monkeypatch)
     monkeypatch.setattr(historydb, "BUSY_TIMEOUT_S", 3.0)
-    h.defer_refused_writes("run 1's test")
     pages = h._db.execute("PRAGMA page_count").fetchone()[0]
     h._db.execute(f"PRAGMA max_page_count = {pages}")
     rows = [(run_id, f"tests/test_a.py::test_{i}", "tests/test_a.py", "main", i, 0.0, 0.0, 0.001, 0.0,

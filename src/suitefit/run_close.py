@@ -146,13 +146,13 @@ class RunClose:
         the plan had measured only in part (a suite always run with ``-m "not slow"``) is
         predicted as such: selected in part again, it is no part of the plan left out."""
         h = self.history
-        rows = h.execute("SELECT COUNT(*) FROM tests WHERE run_id = ?", [self.run_id])[0][0]
-        if rows < (run.passed or 0) + (run.failed or 0) + (run.skipped or 0):
+        per_file = h.execute("SELECT file, COUNT(*) FROM tests WHERE run_id = ? GROUP BY file", [self.run_id])
+        if sum(n for _, n in per_file) < (run.passed or 0) + (run.failed or 0) + (run.skipped or 0):
             # fewer rows than pytest reported tests: writes the history refused were lost
             # (``HistoryDB.write_waiting`` said so), and what ran is not known from it
             return ""
         planned = {f for u in self.plan.units for f in u.files}
-        ran = {str(r[0]) for r in h.execute("SELECT DISTINCT file FROM tests WHERE run_id = ?", [self.run_id])}
+        ran = {str(f) for f, _ in per_file}
         as_measured = set(self.plan.measured.partial) if self.plan.measured is not None else set()
         narrowed = len({p for _, p in h.partial_files([self.run_id])} - as_measured)
         root = Path(run.rootdir or ".")

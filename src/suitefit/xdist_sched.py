@@ -101,7 +101,7 @@ class SuitefitScheduling:
         # each is up in the core once it has collected (its first ``want``), its baseline
         # counted from the start
         self.core.expect(names or [f"gw{i}" for i in range(numnodes)])
-        self._replacing = 0  # workers died, their replacements not started yet (``dying``)
+        self._replacing = 0  # workers died, their replacements not started yet (``node_down``)
         self._t0 = timing.monotonic()
         self.node2collection: dict[Any, list[str]] = {}
         self.node2pending: dict[Any, list[int]] = {}

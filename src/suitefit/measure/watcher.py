@@ -487,15 +487,21 @@ class Watcher:
                 self.told_to_end = bool(os.read(stdin_fd, 4096))
                 break
         try:
-            if not self.told_to_end and self._orphaned():  # first: the job's log may be all that survives
+            self.say_ended()  # first: the job's log may be all that survives
+        finally:
+            self.finish()
+
+    def say_ended(self, *, terminated: bool = False, wait_s: float = 1.0) -> None:
+        """The one line (``ended_line``) if the session's process died without telling this
+        one to end (it is orphaned within ``wait_s``), and it was not said yet."""
+        try:
+            if not (self.told_to_end or self.said_ended) and self._orphaned(wait_s):
                 self.read_messages()  # what it last said it runs
                 self.said_ended = True
-                sys.stderr.write("\n" + self.ended_line() + "\n")
+                sys.stderr.write("\n" + self.ended_line(terminated) + "\n")
                 sys.stderr.flush()
         except Exception:  # saying so must not cost what is left to write
             pass
-        finally:
-            self.finish()
 
     def _orphaned(self, wait_s: float = 1.0) -> bool:
         """Whether the session's process died: this process was handed to another parent.
@@ -573,18 +579,11 @@ def main(argv: list[str]) -> int:
     try:
         w.run(sys.stdin.fileno())
     except SystemExit:  # SIGTERM: ended on purpose, or with the whole job (a runner's cancel, `timeout`)
-        try:
-            # SIGTERM to the job's process group ends pytest's process (it has no handler)
-            # and this one together: then nobody else says that the run stopped, or in what
-            # (the parent may take a moment to die and be reaped on a loaded machine: up to 3 s,
-            # a wait only a stopped job pays)
-            if not (w.told_to_end or w.said_ended) and w._orphaned(3.0):
-                w.read_messages()
-                w.said_ended = True
-                sys.stderr.write("\n" + w.ended_line(terminated=True) + "\n")
-                sys.stderr.flush()
-        except Exception:  # saying so must not cost what is left to write
-            pass
+        # SIGTERM to the job's process group ends pytest's process (it has no handler) and
+        # this one together: then nobody else says that the run stopped, or in what (the
+        # parent may take a moment to die and be reaped on a loaded machine: up to 3 s, a
+        # wait only a stopped job pays)
+        w.say_ended(terminated=True, wait_s=3.0)
         w.finish()
     finally:
         try:

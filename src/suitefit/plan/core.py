@@ -1024,8 +1024,8 @@ class Core:
         # counted, and once it asks its end can make room. Waiting for it is not waiting
         # forever; deciding without it sent a hog "alone, over the budget" beside a second
         # worker that came up 0.3 s later
-        starting = bool(self._coming) or len(self._unasked) > (w.name in self._unasked)
-        others = self.busy_besides(w.name) or starting
+        busy = self.busy_besides(w.name)
+        others = busy or bool(self._coming) or len(self._unasked) > (w.name in self._unasked)
         # list scheduling by availability: a worker still holding a long test leaves the
         # long units to a worker that will be free sooner
         if w.holding and self._pending > 1 and len(self._workers) > 1:
@@ -1073,7 +1073,7 @@ class Core:
                 return s, (f"fits: tree {fmt_mb(total)} of {fmt_mb(budget)}; {head.unit.name} "
                            f"does not fit now"), False, w, False
         if others:  # (nothing above changed what ``_fits`` reads)
-            why = "" if self.busy_besides(w.name) else " (and a worker is still starting)"
+            why = "" if busy else " (and a worker is still starting)"
             return None, (f"nothing pending fits: {head.unit.name} would take the tree to "
                           f"{fmt_mb(head_total)} of {fmt_mb(budget)}{why}"), False, w, False
         # nobody else runs a test: waiting would wait forever. The least harmful (worker,
